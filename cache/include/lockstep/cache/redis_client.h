@@ -1,0 +1,71 @@
+// RedisClient: the one entry point to Redis for the rest of lockstep. Thread-safe; share one
+// per process per server. Commands go through a bounded connection pool; pub/sub goes through
+// one dedicated subscriber connection created on first use.
+//
+//   lockstep::RedisClient redis(lockstep::parse_redis_url("redis://127.0.0.1:6379/0"));
+//   redis.set("k", std::string("a\0b", 3), std::chrono::seconds(10));
+//   std::optional<std::string> v = redis.get("k");
+//
+// Errors: ConnectionError / TimeoutError when the server cannot be reached or a connection
+// breaks (a command that may have been applied is never silently repeated); ProtocolError on
+// an error reply. A missing key is std::nullopt, not an error.
+#pragma once
+
+#include <chrono>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockstep/cache/redis_connection_pool.h"
+#include "lockstep/cache/redis_reply.h"
+#include "lockstep/cache/redis_script.h"
+#include "lockstep/cache/redis_subscriber.h"
+#include "lockstep/core/redis_options.h"
+
+namespace lockstep {
+
+class RedisClient {
+public:
+    explicit RedisClient(RedisOptions options = {});
+    ~RedisClient();
+    RedisClient(const RedisClient&) = delete;
+    RedisClient& operator=(const RedisClient&) = delete;
+
+    const RedisOptions& options() const noexcept;
+
+    // One command. Throws ProtocolError on an error reply.
+    RedisReply command(std::initializer_list<std::string_view> args);
+    RedisReply command(const std::vector<std::string>& args);
+
+    // N commands in one round trip on one connection; replies in order. Error replies are
+    // returned in place (call throw_if_error on each), not thrown.
+    std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
+
+    // EVALSHA, with SCRIPT LOAD + one retry on NOSCRIPT. Throws ProtocolError on a script error.
+    RedisReply eval(const RedisScript& script, const std::vector<std::string>& keys,
+                    const std::vector<std::string>& args);
+
+    std::optional<std::string> get(std::string_view key);
+    // SET, with PX when ttl is given.
+    void set(std::string_view key, std::string_view value,
+             std::optional<std::chrono::milliseconds> ttl = std::nullopt);
+    // DEL; returns how many keys existed.
+    long long del(const std::vector<std::string>& keys);
+    long long publish(std::string_view channel, std::string_view message);
+
+    // Borrow one connection for several commands that must share it.
+    PooledRedisConnection connection();
+    RedisPoolStats pool_stats() const;
+
+    // The shared subscriber connection (created on first use, lives as long as the client).
+    RedisSubscriber& subscriber();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,56 @@
+// One blocking hiredis connection. Owned by RedisConnectionPool; callers reach it through a
+// PooledRedisConnection guard (redis_connection_pool.h).
+//
+// Failure rule: if an I/O error or timeout happens after a command was written, the
+// connection is marked broken and a ConnectionError (or TimeoutError) is thrown saying the
+// command may have been applied. It is never re-sent by lockstep. A broken connection is
+// replaced by the pool, not reused.
+//
+// Thread safety: none; one thread at a time (the pool guarantees it).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/cache/redis_reply.h"
+#include "lockstep/core/redis_options.h"
+
+struct redisContext;
+
+namespace lockstep {
+
+class RedisConnection {
+public:
+    // Connects, then AUTH and SELECT per options. Throws ConnectionError / TimeoutError /
+    // ProtocolError (bad credentials).
+    explicit RedisConnection(const RedisOptions& options);
+    ~RedisConnection();
+    RedisConnection(const RedisConnection&) = delete;
+    RedisConnection& operator=(const RedisConnection&) = delete;
+
+    // One command; an error reply is returned as a RedisReply of type Error (not thrown).
+    RedisReply command(const std::vector<std::string>& args);
+    // Writes all commands, then reads all replies: one round trip. Error replies are returned.
+    std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
+
+    // True once an I/O error happened; the pool discards it.
+    bool broken() const noexcept { return broken_; }
+    // Cheap liveness check without a round trip: false if the peer has closed the socket
+    // (e.g. the server restarted while this connection sat idle in the pool).
+    bool looks_alive() const;
+    // The socket file descriptor, for poll() by the subscriber.
+    int fd() const;
+    redisContext* raw() noexcept { return ctx_.get(); }
+
+private:
+    struct ContextDeleter {
+        void operator()(redisContext* c) const;
+    };
+    [[noreturn]] void fail(const char* during);
+    std::unique_ptr<redisContext, ContextDeleter> ctx_;
+    RedisOptions options_;
+    bool broken_ = false;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,69 @@
+// A bounded, thread-safe pool of RedisConnections. Connections are created lazily up to
+// `pool_size`; a caller beyond that waits up to `pool_wait_timeout`, then gets a TimeoutError.
+// Lending validates an idle connection (looks_alive) and replaces a dead one, so after a
+// redis-server restart the next call works without any command being repeated.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "lockstep/cache/redis_connection.h"
+#include "lockstep/core/redis_options.h"
+
+namespace lockstep {
+
+class RedisConnectionPool;
+
+// RAII guard: returns the connection to the pool when destroyed (or discards it if broken).
+class PooledRedisConnection {
+public:
+    PooledRedisConnection(PooledRedisConnection&& other) noexcept;
+    PooledRedisConnection& operator=(PooledRedisConnection&&) = delete;
+    PooledRedisConnection(const PooledRedisConnection&) = delete;
+    ~PooledRedisConnection();
+
+    RedisConnection& operator*() const noexcept { return *conn_; }
+    RedisConnection* operator->() const noexcept { return conn_.get(); }
+
+private:
+    friend class RedisConnectionPool;
+    PooledRedisConnection(RedisConnectionPool* pool, std::unique_ptr<RedisConnection> conn)
+        : pool_(pool), conn_(std::move(conn)) {}
+    RedisConnectionPool* pool_;
+    std::unique_ptr<RedisConnection> conn_;
+};
+
+struct RedisPoolStats {
+    std::size_t open = 0;         // connections existing now (idle + lent)
+    std::size_t idle = 0;
+    std::uint64_t created = 0;    // connections ever opened
+    std::uint64_t discarded = 0;  // broken or dead connections thrown away
+    std::uint64_t wait_timeouts = 0;
+};
+
+class RedisConnectionPool {
+public:
+    explicit RedisConnectionPool(RedisOptions options);
+    ~RedisConnectionPool();
+
+    // Throws TimeoutError after pool_wait_timeout, ConnectionError if a new connection fails.
+    PooledRedisConnection acquire();
+    RedisPoolStats stats() const;
+    const RedisOptions& options() const noexcept { return options_; }
+
+private:
+    friend class PooledRedisConnection;
+    void release(std::unique_ptr<RedisConnection> conn);
+
+    RedisOptions options_;
+    mutable std::mutex mutex_;
+    std::condition_variable available_;
+    std::deque<std::unique_ptr<RedisConnection>> idle_;
+    std::size_t open_ = 0;  // idle + lent + being created
+    RedisPoolStats counters_;
+};
+
+}  // namespace lockstep

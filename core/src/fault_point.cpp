@@ -1,0 +1,191 @@
+#include "lockstep/core/fault_point.h"
+
+#include <map>
+#include <vector>
+
+#include "lockstep/core/error.h"
+#include "lockstep/core/logging.h"
+
+namespace lockstep::fault {
+
+namespace detail {
+std::atomic<int> g_armed_points{0};
+}
+
+struct Arming::State {
+    std::string name;
+    Action action;
+    ArmOptions options;
+    std::atomic<int> hits{0};
+    std::atomic<int> acted{0};
+    bool armed = true;  // guarded by the registry mutex
+};
+
+namespace {
+
+struct Registry {
+    std::mutex mutex;
+    // Newest arming last: it is the one that acts.
+    std::map<std::string, std::vector<std::shared_ptr<Arming::State>>, std::less<>> points;
+};
+
+Registry& registry() {
+    static Registry* r = new Registry();  // never destroyed: points may fire during static teardown
+    return *r;
+}
+
+}  // namespace
+
+void detail::fire(std::string_view name) {
+    std::shared_ptr<Arming::State> state;
+    bool act = false;
+    {
+        auto& r = registry();
+        std::lock_guard lock(r.mutex);
+        auto it = r.points.find(name);
+        if (it == r.points.end() || it->second.empty()) return;
+        state = it->second.back();
+        int hit = state->hits.fetch_add(1) + 1;
+        const auto& o = state->options;
+        act = hit > o.skip && (o.times < 0 || state->acted.load() < o.times) &&
+              (!o.only_thread || *o.only_thread == std::this_thread::get_id());
+        if (act) state->acted.fetch_add(1);
+    }
+    if (act) {
+        logger()->debug("fault point '{}' acting", name);
+        state->action();  // outside the lock: actions block and may arm other points
+    }
+}
+
+Arming arm(std::string name, Action action, ArmOptions options) {
+    auto state = std::make_shared<Arming::State>();
+    state->name = std::move(name);
+    state->action = std::move(action);
+    state->options = options;
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.points[state->name].push_back(state);
+    detail::g_armed_points.fetch_add(1, std::memory_order_relaxed);
+    return Arming(state);
+}
+
+Arming::Arming(Arming&& other) noexcept : state_(std::move(other.state_)) {}
+
+Arming& Arming::operator=(Arming&& other) noexcept {
+    if (this != &other) {
+        disarm();
+        state_ = std::move(other.state_);
+    }
+    return *this;
+}
+
+Arming::~Arming() { disarm(); }
+
+void Arming::disarm() {
+    if (!state_) return;
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    if (state_->armed) {
+        state_->armed = false;
+        auto it = r.points.find(state_->name);
+        if (it != r.points.end()) {
+            auto& v = it->second;
+            for (auto s = v.begin(); s != v.end(); ++s) {
+                if (*s == state_) {
+                    v.erase(s);
+                    break;
+                }
+            }
+            if (v.empty()) r.points.erase(it);
+        }
+        detail::g_armed_points.fetch_sub(1, std::memory_order_relaxed);
+    }
+}
+
+int Arming::hits() const { return state_ ? state_->hits.load() : 0; }
+int Arming::acted() const { return state_ ? state_->acted.load() : 0; }
+
+Action pause(std::chrono::milliseconds duration) {
+    return [duration] { std::this_thread::sleep_for(duration); };
+}
+
+Action fail_with(std::exception_ptr error) {
+    return [error] { std::rethrow_exception(error); };
+}
+
+struct Gate::State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    int arrivals = 0;
+    bool open = false;
+    std::chrono::milliseconds max_block;
+};
+
+Gate::Gate(std::chrono::milliseconds max_block) : state_(std::make_shared<State>()) {
+    state_->max_block = max_block;
+}
+
+Action Gate::action() const {
+    return [s = state_] {
+        std::unique_lock lock(s->mutex);
+        ++s->arrivals;
+        s->cv.notify_all();
+        if (!s->cv.wait_for(lock, s->max_block, [&] { return s->open; })) {
+            throw TimeoutError("fault gate was not opened within " + std::to_string(s->max_block.count()) + " ms");
+        }
+    };
+}
+
+bool Gate::wait_arrivals(int n, std::chrono::milliseconds timeout) const {
+    std::unique_lock lock(state_->mutex);
+    return state_->cv.wait_for(lock, timeout, [&] { return state_->arrivals >= n; });
+}
+
+void Gate::open() const {
+    std::lock_guard lock(state_->mutex);
+    state_->open = true;
+    state_->cv.notify_all();
+}
+
+int Gate::arrivals() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->arrivals;
+}
+
+struct Barrier::State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    int parties;
+    int waiting = 0;
+    long generation = 0;
+    std::chrono::milliseconds max_block;
+};
+
+Barrier::Barrier(int parties, std::chrono::milliseconds max_block) : state_(std::make_shared<State>()) {
+    if (parties < 1) throw ConfigError("Barrier parties", "must be at least 1");
+    state_->parties = parties;
+    state_->max_block = max_block;
+}
+
+void Barrier::arrive_and_wait() const {
+    auto& s = *state_;
+    std::unique_lock lock(s.mutex);
+    long gen = s.generation;
+    if (++s.waiting == s.parties) {
+        s.waiting = 0;
+        ++s.generation;
+        s.cv.notify_all();
+        return;
+    }
+    if (!s.cv.wait_for(lock, s.max_block, [&] { return s.generation != gen; })) {
+        --s.waiting;
+        throw TimeoutError("fault barrier: not all " + std::to_string(s.parties) + " parties arrived within " +
+                           std::to_string(s.max_block.count()) + " ms");
+    }
+}
+
+Action Barrier::action() const {
+    return [self = *this] { self.arrive_and_wait(); };
+}
+
+}  // namespace lockstep::fault

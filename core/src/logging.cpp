@@ -1,0 +1,38 @@
+#include "lockstep/core/logging.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+namespace lockstep {
+namespace {
+
+std::shared_ptr<spdlog::logger> make_default_logger() {
+    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    auto l = std::make_shared<spdlog::logger>("lockstep", std::move(sink));
+    l->set_level(spdlog::level::warn);
+    if (const char* level = std::getenv("LOCKSTEP_LOG_LEVEL")) {
+        l->set_level(spdlog::level::from_str(level));
+    }
+    return l;
+}
+
+std::mutex g_mutex;
+std::shared_ptr<spdlog::logger> g_logger;  // guarded by g_mutex
+
+}  // namespace
+
+std::shared_ptr<spdlog::logger> logger() {
+    std::lock_guard lock(g_mutex);
+    if (!g_logger) g_logger = make_default_logger();
+    return g_logger;
+}
+
+void set_logger(std::shared_ptr<spdlog::logger> replacement) {
+    std::lock_guard lock(g_mutex);
+    g_logger = replacement ? std::move(replacement) : make_default_logger();
+}
+
+}  // namespace lockstep

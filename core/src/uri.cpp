@@ -1,0 +1,309 @@
+#include "lockstep/core/uri.h"
+
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+namespace {
+
+// The pieces every URL form shares. Parsing is strict: anything unexpected is a ConfigError.
+struct UrlParts {
+    std::string user;
+    std::string password;
+    bool has_userinfo = false;
+    bool has_password = false;
+    std::string host;
+    std::optional<int> port;
+    std::string path;  // without the leading '/'
+    bool has_path = false;
+    std::vector<std::pair<std::string, std::string>> query;
+};
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+std::string percent_decode(std::string_view s, const std::string& part) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '%') {
+            out.push_back(s[i]);
+            continue;
+        }
+        if (i + 2 >= s.size()) {
+            throw ConfigError(part, "truncated percent-escape");
+        }
+        int hi = hex_value(s[i + 1]);
+        int lo = hex_value(s[i + 2]);
+        if (hi < 0 || lo < 0) throw ConfigError(part, "invalid percent-escape");
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+    }
+    return out;
+}
+
+long long parse_integer(std::string_view text, const std::string& part, long long min, long long max) {
+    if (text.empty()) throw ConfigError(part, "empty number");
+    long long v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc::result_out_of_range) throw ConfigError(part, "number out of range: '" + std::string(text) + "'");
+    if (ec != std::errc() || p != text.data() + text.size()) {
+        throw ConfigError(part, "not a number: '" + std::string(text) + "'");
+    }
+    if (v < min || v > max) {
+        throw ConfigError(part, "'" + std::string(text) + "' is outside " + std::to_string(min) + ".." + std::to_string(max));
+    }
+    return v;
+}
+
+UrlParts split_url(std::string_view url, std::string_view scheme) {
+    UrlParts parts;
+    const std::string prefix = std::string(scheme) + "://";
+    if (url.empty()) throw ConfigError("url", "empty URL");
+    auto sep = url.find("://");
+    if (sep == std::string_view::npos) {
+        throw ConfigError("scheme", "missing '" + prefix + "' in '" + std::string(url) + "'");
+    }
+    if (url.substr(0, sep) != scheme) {
+        throw ConfigError("scheme", "expected '" + std::string(scheme) + "', got '" + std::string(url.substr(0, sep)) + "'");
+    }
+    std::string_view rest = url.substr(sep + 3);
+
+    // Split off the query first so that '/' or '@' inside it is not misread.
+    std::string_view query;
+    if (auto q = rest.find('?'); q != std::string_view::npos) {
+        query = rest.substr(q + 1);
+        rest = rest.substr(0, q);
+        if (query.empty()) throw ConfigError("query", "'?' with no parameters");
+    }
+    if (rest.find('#') != std::string_view::npos) throw ConfigError("url", "fragments ('#') are not allowed");
+
+    std::string_view authority = rest;
+    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+        authority = rest.substr(0, slash);
+        parts.path = std::string(rest.substr(slash + 1));
+        parts.has_path = true;
+    }
+
+    // userinfo@hostport. The last '@' separates them: passwords may contain '@' only encoded,
+    // but be lenient about which '@' we take and strict about what remains.
+    if (auto at = authority.rfind('@'); at != std::string_view::npos) {
+        std::string_view userinfo = authority.substr(0, at);
+        authority = authority.substr(at + 1);
+        parts.has_userinfo = true;
+        if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
+            parts.user = percent_decode(userinfo.substr(0, colon), "user");
+            parts.password = percent_decode(userinfo.substr(colon + 1), "password");
+            parts.has_password = true;
+        } else {
+            parts.user = percent_decode(userinfo, "user");
+        }
+    }
+
+    if (authority.empty()) throw ConfigError("host", "missing host");
+    std::string_view host = authority;
+    std::string_view port;
+    bool has_port = false;
+    if (authority.front() == '[') {
+        auto close = authority.find(']');
+        if (close == std::string_view::npos) throw ConfigError("host", "unterminated '[' in IPv6 address");
+        host = authority.substr(1, close - 1);
+        std::string_view after = authority.substr(close + 1);
+        if (!after.empty()) {
+            if (after.front() != ':') throw ConfigError("host", "unexpected text after ']'");
+            port = after.substr(1);
+            has_port = true;
+        }
+    } else if (auto colon = authority.rfind(':'); colon != std::string_view::npos) {
+        host = authority.substr(0, colon);
+        port = authority.substr(colon + 1);
+        has_port = true;
+        if (host.find(':') != std::string_view::npos) {
+            throw ConfigError("host", "IPv6 addresses must be written in brackets");
+        }
+    }
+    if (host.empty()) throw ConfigError("host", "missing host");
+    for (char c : host) {
+        bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':';
+        if (!ok) throw ConfigError("host", "invalid character '" + std::string(1, c) + "' in '" + std::string(host) + "'");
+    }
+    parts.host = std::string(host);
+    if (has_port) {
+        if (port.empty()) throw ConfigError("port", "empty port after ':'");
+        parts.port = static_cast<int>(parse_integer(port, "port", 1, 65535));
+    }
+
+    std::set<std::string> seen;
+    while (!query.empty()) {
+        auto amp = query.find('&');
+        std::string_view pair = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        if (pair.empty()) throw ConfigError("query", "empty parameter (stray '&')");
+        auto eq = pair.find('=');
+        if (eq == std::string_view::npos) {
+            throw ConfigError("query parameter '" + std::string(pair) + "'", "missing '=value'");
+        }
+        std::string key(pair.substr(0, eq));
+        std::string value = percent_decode(pair.substr(eq + 1), "query parameter '" + key + "'");
+        if (key.empty()) throw ConfigError("query", "parameter with an empty name");
+        if (!seen.insert(key).second) throw ConfigError("query parameter '" + key + "'", "given twice");
+        parts.query.emplace_back(std::move(key), std::move(value));
+    }
+    return parts;
+}
+
+std::size_t parse_pool_size(const std::string& value, const std::string& part) {
+    return static_cast<std::size_t>(parse_integer(value, part, 1, 10000));
+}
+
+std::string format_duration(std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; }
+
+std::string percent_encode(std::string_view s) {
+    static const char* hex = "0123456789ABCDEF";
+    std::string out;
+    for (unsigned char c : s) {
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+            out.push_back(static_cast<char>(c));
+        } else {
+            out.push_back('%');
+            out.push_back(hex[c >> 4]);
+            out.push_back(hex[c & 15]);
+        }
+    }
+    return out;
+}
+
+std::string format_host(const std::string& host) {
+    return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+}  // namespace
+
+std::chrono::milliseconds parse_duration(std::string_view text, const std::string& part) {
+    if (text.empty()) throw ConfigError(part, "empty duration");
+    std::size_t digits = 0;
+    while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+    if (digits == 0) throw ConfigError(part, "duration must start with a number: '" + std::string(text) + "'");
+    const long long max_ms = 24LL * 3600 * 1000;  // a day: anything longer is a typo
+    long long n = parse_integer(text.substr(0, digits), part, 0, max_ms);
+    std::string_view unit = text.substr(digits);
+    long long ms = 0;
+    if (unit.empty() || unit == "ms") {
+        ms = n;
+    } else if (unit == "s") {
+        ms = n * 1000;
+    } else if (unit == "m") {
+        ms = n * 60 * 1000;
+    } else {
+        throw ConfigError(part, "unknown duration unit '" + std::string(unit) + "' (use ms, s or m)");
+    }
+    if (ms > max_ms) throw ConfigError(part, "duration longer than a day: '" + std::string(text) + "'");
+    return std::chrono::milliseconds(ms);
+}
+
+RedisOptions parse_redis_url(std::string_view url) {
+    UrlParts parts = split_url(url, "redis");
+    RedisOptions o;
+    o.host = parts.host;
+    if (parts.port) o.port = *parts.port;
+    if (parts.has_userinfo) {
+        if (!parts.has_password) {
+            // redis://secret@host is ambiguous; Redis URLs put the password after ':'.
+            throw ConfigError("password", "write credentials as ':password@' or 'user:password@'");
+        }
+        o.user = parts.user;
+        o.password = parts.password;
+        if (o.password.empty()) throw ConfigError("password", "empty password after ':'");
+    }
+    if (parts.has_path && !parts.path.empty()) {
+        o.db = static_cast<int>(parse_integer(parts.path, "database", 0, 1000000));
+    }
+    for (const auto& [key, value] : parts.query) {
+        const std::string part = "query parameter '" + key + "'";
+        if (key == "connect_timeout") {
+            o.connect_timeout = parse_duration(value, part);
+        } else if (key == "socket_timeout") {
+            o.socket_timeout = parse_duration(value, part);
+        } else if (key == "pool_size") {
+            o.pool_size = parse_pool_size(value, part);
+        } else if (key == "pool_wait_timeout") {
+            o.pool_wait_timeout = parse_duration(value, part);
+        } else {
+            throw ConfigError(part, "unknown parameter (known: connect_timeout, socket_timeout, pool_size, pool_wait_timeout)");
+        }
+    }
+    if (o.connect_timeout.count() == 0) throw ConfigError("query parameter 'connect_timeout'", "must be positive");
+    if (o.socket_timeout.count() == 0) throw ConfigError("query parameter 'socket_timeout'", "must be positive");
+    return o;
+}
+
+MysqlOptions parse_mysql_url(std::string_view url) {
+    UrlParts parts = split_url(url, "mysql");
+    MysqlOptions o;
+    o.host = parts.host;
+    if (parts.port) o.port = *parts.port;
+    if (!parts.has_userinfo || parts.user.empty()) throw ConfigError("user", "missing user (mysql://user[:password]@host/db)");
+    o.user = parts.user;
+    o.password = parts.password;
+    if (!parts.has_path || parts.path.empty()) throw ConfigError("database", "missing database name after '/'");
+    for (char c : parts.path) {
+        bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$';
+        if (!ok) throw ConfigError("database", "invalid character '" + std::string(1, c) + "' in '" + parts.path + "'");
+    }
+    if (parts.path.size() > 64) throw ConfigError("database", "name longer than 64 characters");
+    o.database = parts.path;
+    for (const auto& [key, value] : parts.query) {
+        const std::string part = "query parameter '" + key + "'";
+        if (key == "connect_timeout") {
+            o.connect_timeout = parse_duration(value, part);
+        } else if (key == "read_timeout") {
+            o.read_timeout = parse_duration(value, part);
+        } else if (key == "write_timeout") {
+            o.write_timeout = parse_duration(value, part);
+        } else if (key == "pool_size") {
+            o.pool_size = parse_pool_size(value, part);
+        } else if (key == "pool_wait_timeout") {
+            o.pool_wait_timeout = parse_duration(value, part);
+        } else {
+            throw ConfigError(part, "unknown parameter (known: connect_timeout, read_timeout, write_timeout, pool_size, pool_wait_timeout)");
+        }
+    }
+    if (o.connect_timeout.count() == 0) throw ConfigError("query parameter 'connect_timeout'", "must be positive");
+    return o;
+}
+
+std::string to_url(const RedisOptions& o) {
+    std::string url = "redis://";
+    if (!o.password.empty()) url += percent_encode(o.user) + ":" + percent_encode(o.password) + "@";
+    url += format_host(o.host) + ":" + std::to_string(o.port) + "/" + std::to_string(o.db);
+    url += "?connect_timeout=" + format_duration(o.connect_timeout) +
+           "&socket_timeout=" + format_duration(o.socket_timeout) +
+           "&pool_size=" + std::to_string(o.pool_size) +
+           "&pool_wait_timeout=" + format_duration(o.pool_wait_timeout);
+    return url;
+}
+
+std::string to_url(const MysqlOptions& o) {
+    std::string url = "mysql://" + percent_encode(o.user);
+    if (!o.password.empty()) url += ":" + percent_encode(o.password);
+    url += "@" + format_host(o.host) + ":" + std::to_string(o.port) + "/" + o.database;
+    url += "?connect_timeout=" + format_duration(o.connect_timeout) +
+           "&read_timeout=" + format_duration(o.read_timeout) +
+           "&write_timeout=" + format_duration(o.write_timeout) +
+           "&pool_size=" + std::to_string(o.pool_size) +
+           "&pool_wait_timeout=" + format_duration(o.pool_wait_timeout);
+    return url;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,2 @@
+// placeholder, replaced by the smoke program
+int main() { return 0; }

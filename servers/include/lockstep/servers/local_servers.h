@@ -1,0 +1,74 @@
+// LocalServers: a private redis-server and a private mariadbd for the demo and the tests.
+//
+// Without LOCKSTEP_REDIS_URL / LOCKSTEP_MYSQL_URL in the environment it starts each server in a
+// fresh temp dir (under $TMPDIR, named lockstep-XXXXXX) on a free loopback port, waits until it
+// answers (PING; SELECT 1) within `start_timeout`, and creates the database. The destructor stops
+// both and removes the temp dir. If this process dies without running the destructor (SIGKILL,
+// abort), a small reaper process started alongside notices (its pipe from us reaches EOF) and
+// kills the servers and removes the dir, so nothing is ever left running.
+//
+// With a URL set, that server is used as it is and is not owned: kill/restart then throw
+// ConfigError (tests that need them skip).
+//
+// Thread safety: construct and destroy on one thread; the accessors may be called from any
+// thread; kill/start/restart must not race with each other.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "lockstep/core/mysql_options.h"
+#include "lockstep/core/redis_options.h"
+
+namespace lockstep {
+
+struct LocalServersOptions {
+    bool redis = true;  // start (or adopt) a Redis server
+    bool mysql = true;  // start (or adopt) a MariaDB server
+    // Whether LOCKSTEP_REDIS_URL / LOCKSTEP_MYSQL_URL are honoured.
+    bool use_environment = true;
+    // Database created in the private MariaDB (and expected in an external one).
+    std::string database = "lockstep";
+    // Deadline for each server to answer after it is started.
+    std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
+};
+
+class LocalServers {
+public:
+    // Starts what the options ask for. Throws ConfigError naming scripts/install-deps when a
+    // server binary is missing, ConnectionError when a server does not come up in time.
+    explicit LocalServers(LocalServersOptions options = {});
+    ~LocalServers();
+    LocalServers(const LocalServers&) = delete;
+    LocalServers& operator=(const LocalServers&) = delete;
+
+    // URLs and parsed options of the servers in use (private or external).
+    std::string redis_url() const;
+    std::string mysql_url() const;
+    RedisOptions redis_options() const;
+    MysqlOptions mysql_options() const;
+
+    // True when this object started the server (and so may kill or restart it).
+    bool owns_redis() const noexcept;
+    bool owns_mysql() const noexcept;
+
+    // SIGKILL the server and wait until it is gone (its data survives in the temp dir).
+    void kill_redis();
+    void kill_mysql();
+    // Start it again on the same port and data dir, and wait until it answers.
+    void start_redis();
+    void start_mysql();
+    // kill + start.
+    void restart_redis();
+    void restart_mysql();
+    // Process ids (0 when not running or not owned), e.g. for SIGSTOP in tests.
+    int redis_pid() const noexcept;
+    int mysql_pid() const noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lockstep
