@@ -30,6 +30,10 @@ struct LocalServersOptions {
     bool use_environment = true;
     // Database created in the private MariaDB (and expected in an external one).
     std::string database = "lockstep";
+    // Executables, looked up on PATH and then in /usr/sbin and /usr/local/sbin.
+    std::string redis_server = "redis-server";
+    std::string mariadbd = "mariadbd";
+    std::string mariadb_install_db = "mariadb-install-db";
     // Deadline for each server to answer after it is started.
     std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
 };

@@ -1,0 +1,371 @@
+#include "lockstep/servers/local_servers.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <cppconn/connection.h>
+#include <cppconn/exception.h>
+#include <cppconn/statement.h>
+#include <mysql_driver.h>
+
+#include "child_process.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/logging.h"
+#include "lockstep/core/uri.h"
+
+namespace lockstep {
+
+using namespace servers_detail;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const char* kInstallHint = "run scripts/install-deps (it installs redis-server and mariadb-server)";
+
+std::string require_executable(const std::string& name) {
+    std::string path = find_executable(name);
+    if (path.empty()) throw ConfigError(name, "'" + name + "' not found on PATH; " + kInstallHint);
+    return path;
+}
+
+// One PING over a fresh TCP connection, without the cache layer (servers/ depends on core only).
+bool redis_answers_ping(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    timeval tv{0, 200 * 1000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = false;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+        if (::send(fd, ping, sizeof ping - 1, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof ping - 1)) {
+            char buf[16] = {};
+            ssize_t n = ::recv(fd, buf, sizeof buf - 1, 0);
+            ok = n >= 5 && std::strncmp(buf, "+PONG", 5) == 0;
+        }
+    }
+    ::close(fd);
+    return ok;
+}
+
+sql::mysql::MySQL_Driver* mysql_driver() {
+    // The driver singleton's first creation is not thread-safe.
+    static std::once_flag once;
+    static sql::mysql::MySQL_Driver* driver = nullptr;
+    std::call_once(once, [] { driver = sql::mysql::get_mysql_driver_instance(); });
+    return driver;
+}
+
+// Connects (without a default schema) and runs `SELECT 1`, then creates `database` if asked.
+// Returns an empty string on success, else the error.
+std::string mysql_check(const MysqlOptions& o, const std::string& create_database) {
+    try {
+        sql::ConnectOptionsMap props;
+        props["hostName"] = "tcp://" + o.host + ":" + std::to_string(o.port);
+        props["userName"] = o.user;
+        props["password"] = o.password;
+        props["OPT_CONNECT_TIMEOUT"] = 1;
+        props["OPT_READ_TIMEOUT"] = 5;
+        std::unique_ptr<sql::Connection> conn(mysql_driver()->connect(props));
+        std::unique_ptr<sql::Statement> st(conn->createStatement());
+        std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SELECT 1"));
+        if (!create_database.empty()) st->execute("CREATE DATABASE IF NOT EXISTS `" + create_database + "`");
+        return {};
+    } catch (const sql::SQLException& e) {
+        return std::string(e.what()) + " (error " + std::to_string(e.getErrorCode()) + ")";
+    }
+}
+
+}  // namespace
+
+struct LocalServers::Impl {
+    LocalServersOptions options;
+    fs::path dir;                  // temp dir, empty if nothing is owned
+    int reaper_write_fd = -1;      // its EOF tells the reaper we are gone
+    pid_t reaper_pid = 0;
+
+    bool redis_owned = false;
+    RedisOptions redis;
+    pid_t redis_pid = 0;
+    std::string redis_binary;
+
+    bool mysql_owned = false;
+    MysqlOptions mysql;
+    pid_t mysql_pid = 0;
+    std::string mysqld_binary;
+
+    void make_dir_and_reaper();
+    void start_redis_process();
+    void start_mysql_process();
+    void install_mysql_datadir();
+    void stop_all() noexcept;
+};
+
+void LocalServers::Impl::make_dir_and_reaper() {
+    fs::path base;
+    try {
+        base = fs::temp_directory_path();
+    } catch (const fs::filesystem_error&) {
+        base = "/tmp";
+    }
+    std::string tmpl = (base / "lockstep-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+        throw ConfigError("TMPDIR", "cannot create a temp dir under " + base.string() + ": " + std::strerror(errno));
+    }
+    dir = tmpl;
+
+    // (dash's kill builtin rejects "--", so the group kill and the pid kill are separate calls.)
+    // The reaper: a shell that blocks reading a pipe whose only write end we hold (O_CLOEXEC,
+    // so no server inherits it). When this process dies for any reason the pipe reaches EOF
+    // and the reaper kills every process group whose pid file is in the dir, then removes it.
+    // This covers SIGKILL and abort, which no destructor or atexit handler survives, and does
+    // not depend on which thread started a server (PR_SET_PDEATHSIG fires when the *thread*
+    // that forked exits, which would kill servers started from a short-lived thread).
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw ConnectionError(std::string("pipe2: ") + std::strerror(errno));
+    const std::string script =
+        "cat >/dev/null; for f in \"$1\"/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
+        "kill -9 -\"$p\" 2>/dev/null; kill -9 \"$p\" 2>/dev/null; done; rm -rf \"$1\"";
+    std::vector<std::string> argv = {"/bin/sh", "-c", script, "lockstep-reaper", dir.string()};
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid < 0) throw ConnectionError(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+        ::setsid();  // out of our process group: a Ctrl-C aimed at us must not kill the reaper
+        ::dup2(fds[0], 0);
+        ::execv(args[0], args.data());
+        _exit(127);
+    }
+    ::close(fds[0]);
+    reaper_write_fd = fds[1];
+    reaper_pid = pid;
+}
+
+void LocalServers::Impl::start_redis_process() {
+    std::vector<std::string> argv = {
+        redis_binary,
+        "--port", std::to_string(redis.port),
+        "--bind", "127.0.0.1",
+        "--dir", dir.string(),
+        "--save", "",
+        "--appendonly", "no",
+        "--daemonize", "no",
+        "--protected-mode", "no",
+        "--logfile", (dir / "redis.log").string(),
+    };
+    redis_pid = spawn(argv, (dir / "redis.out").string(), (dir / "redis.pid").string());
+    auto deadline = Clock::now() + options.start_timeout;
+    while (!redis_answers_ping(redis.port)) {
+        int status = 0;
+        if (has_exited(redis_pid, &status)) {
+            redis_pid = 0;
+            throw ConnectionError("redis-server exited during start-up:" + tail_of((dir / "redis.log").string()) +
+                                  tail_of((dir / "redis.out").string()));
+        }
+        if (Clock::now() > deadline) {
+            kill_and_reap(redis_pid);
+            redis_pid = 0;
+            throw ConnectionError("redis-server did not answer PING on port " + std::to_string(redis.port) +
+                                  " within " + std::to_string(options.start_timeout.count()) + " ms");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    logger()->info("private redis-server pid {} on 127.0.0.1:{}", redis_pid, redis.port);
+}
+
+void LocalServers::Impl::install_mysql_datadir() {
+    std::string install = require_executable(options.mariadb_install_db);
+    std::vector<std::string> argv = {
+        install, "--no-defaults", "--datadir=" + (dir / "mysql").string(),
+        "--auth-root-authentication-method=normal", "--skip-test-db",
+    };
+    if (::geteuid() == 0) argv.push_back("--user=root");
+    const auto log = (dir / "mariadb-install.log").string();
+    pid_t pid = spawn(argv, log, (dir / "mariadb-install.pid").string());
+    int code = wait_exit(pid, options.start_timeout);
+    fs::remove(dir / "mariadb-install.pid");
+    if (code != 0) {
+        throw ConnectionError("mariadb-install-db failed (" + (code < 0 ? std::string("timed out") : "exit " + std::to_string(code)) +
+                              "):" + tail_of(log));
+    }
+}
+
+void LocalServers::Impl::start_mysql_process() {
+    std::vector<std::string> argv = {
+        mysqld_binary,
+        "--no-defaults",
+        "--datadir=" + (dir / "mysql").string(),
+        "--socket=" + (dir / "mysql.sock").string(),
+        "--pid-file=" + (dir / "mariadbd.pidfile").string(),
+        "--log-error=" + (dir / "mariadbd.err").string(),
+        "--tmpdir=" + dir.string(),
+        "--port=" + std::to_string(mysql.port),
+        "--bind-address=127.0.0.1",
+        "--skip-log-bin",
+        "--skip-name-resolve",
+        "--innodb-buffer-pool-size=64M",
+        // Test and demo data are disposable: do not fsync every commit.
+        "--innodb-flush-log-at-trx-commit=2",
+        "--max-connections=500",
+    };
+    if (::geteuid() == 0) argv.push_back("--user=root");
+    mysql_pid = spawn(argv, (dir / "mariadbd.out").string(), (dir / "mariadbd.pid").string());
+    auto deadline = Clock::now() + options.start_timeout;
+    std::string last_error;
+    for (;;) {
+        int status = 0;
+        if (has_exited(mysql_pid, &status)) {
+            mysql_pid = 0;
+            throw ConnectionError("mariadbd exited during start-up:" + tail_of((dir / "mariadbd.err").string()));
+        }
+        last_error = mysql_check(mysql, options.database);
+        if (last_error.empty()) break;
+        if (Clock::now() > deadline) {
+            kill_and_reap(mysql_pid);
+            mysql_pid = 0;
+            throw ConnectionError("mariadbd did not answer SELECT 1 on port " + std::to_string(mysql.port) +
+                                  " within " + std::to_string(options.start_timeout.count()) + " ms: " + last_error);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    logger()->info("private mariadbd pid {} on 127.0.0.1:{}", mysql_pid, mysql.port);
+}
+
+void LocalServers::Impl::stop_all() noexcept {
+    kill_and_reap(redis_pid);
+    redis_pid = 0;
+    kill_and_reap(mysql_pid);
+    mysql_pid = 0;
+    if (!dir.empty()) {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    if (reaper_write_fd >= 0) {
+        ::close(reaper_write_fd);  // the reaper wakes, finds nothing left, exits
+        reaper_write_fd = -1;
+        wait_exit(reaper_pid, std::chrono::seconds(5));
+        reaper_pid = 0;
+    }
+}
+
+LocalServers::LocalServers(LocalServersOptions options) : impl_(std::make_unique<Impl>()) {
+    auto& m = *impl_;
+    m.options = std::move(options);
+    const char* redis_env = m.options.use_environment ? std::getenv("LOCKSTEP_REDIS_URL") : nullptr;
+    const char* mysql_env = m.options.use_environment ? std::getenv("LOCKSTEP_MYSQL_URL") : nullptr;
+    if (redis_env && *redis_env) m.redis = parse_redis_url(redis_env);
+    if (mysql_env && *mysql_env) {
+        m.mysql = parse_mysql_url(mysql_env);
+        if (m.options.mysql) {
+            std::string err = mysql_check(m.mysql, m.mysql.database);
+            if (!err.empty()) throw ConnectionError("LOCKSTEP_MYSQL_URL server is not usable: " + err);
+        }
+    }
+    m.redis_owned = m.options.redis && !(redis_env && *redis_env);
+    m.mysql_owned = m.options.mysql && !(mysql_env && *mysql_env);
+
+    // Check every binary before starting anything: one clear line, nothing half-started.
+    if (m.redis_owned) m.redis_binary = require_executable(m.options.redis_server);
+    if (m.mysql_owned) {
+        m.mysqld_binary = require_executable(m.options.mariadbd);
+        require_executable(m.options.mariadb_install_db);
+    }
+    if (!m.redis_owned && !m.mysql_owned) return;
+
+    try {
+        m.make_dir_and_reaper();
+        if (m.redis_owned) {
+            m.redis = RedisOptions{};
+            m.redis.port = free_loopback_port();
+            m.start_redis_process();
+        }
+        if (m.mysql_owned) {
+            m.mysql = MysqlOptions{};
+            m.mysql.user = "root";
+            m.mysql.port = free_loopback_port();
+            m.install_mysql_datadir();
+            m.start_mysql_process();
+        }
+        if (m.mysql_owned) m.mysql.database = m.options.database;
+    } catch (...) {
+        m.stop_all();
+        throw;
+    }
+}
+
+LocalServers::~LocalServers() { impl_->stop_all(); }
+
+std::string LocalServers::redis_url() const {
+    const auto& r = impl_->redis;
+    std::string url = "redis://";
+    if (!r.password.empty()) url += r.user + ":" + r.password + "@";
+    return url + r.host + ":" + std::to_string(r.port) + "/" + std::to_string(r.db);
+}
+
+std::string LocalServers::mysql_url() const {
+    const auto& m = impl_->mysql;
+    std::string url = "mysql://" + m.user;
+    if (!m.password.empty()) url += ":" + m.password;
+    return url + "@" + m.host + ":" + std::to_string(m.port) + "/" + m.database;
+}
+
+RedisOptions LocalServers::redis_options() const { return impl_->redis; }
+MysqlOptions LocalServers::mysql_options() const { return impl_->mysql; }
+bool LocalServers::owns_redis() const noexcept { return impl_->redis_owned; }
+bool LocalServers::owns_mysql() const noexcept { return impl_->mysql_owned; }
+int LocalServers::redis_pid() const noexcept { return impl_->redis_pid; }
+int LocalServers::mysql_pid() const noexcept { return impl_->mysql_pid; }
+
+void LocalServers::kill_redis() {
+    if (!impl_->redis_owned) throw ConfigError("LocalServers", "cannot kill an external Redis (LOCKSTEP_REDIS_URL)");
+    kill_and_reap(impl_->redis_pid);
+    impl_->redis_pid = 0;
+}
+
+void LocalServers::kill_mysql() {
+    if (!impl_->mysql_owned) throw ConfigError("LocalServers", "cannot kill an external MySQL (LOCKSTEP_MYSQL_URL)");
+    kill_and_reap(impl_->mysql_pid);
+    impl_->mysql_pid = 0;
+}
+
+void LocalServers::start_redis() {
+    if (!impl_->redis_owned) throw ConfigError("LocalServers", "cannot start an external Redis (LOCKSTEP_REDIS_URL)");
+    if (impl_->redis_pid != 0) return;
+    impl_->start_redis_process();
+}
+
+void LocalServers::start_mysql() {
+    if (!impl_->mysql_owned) throw ConfigError("LocalServers", "cannot start an external MySQL (LOCKSTEP_MYSQL_URL)");
+    if (impl_->mysql_pid != 0) return;
+    impl_->start_mysql_process();
+}
+
+void LocalServers::restart_redis() {
+    kill_redis();
+    start_redis();
+}
+
+void LocalServers::restart_mysql() {
+    kill_mysql();
+    start_mysql();
+}
+
+}  // namespace lockstep

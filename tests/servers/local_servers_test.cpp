@@ -1,0 +1,237 @@
+// LocalServers against the real binaries: start, answer, kill, restart, clean up, and clean up
+// even when the owning process is SIGKILLed.
+#include "lockstep/servers/local_servers.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <cppconn/connection.h>
+#include <cppconn/exception.h>
+#include <cppconn/resultset.h>
+#include <cppconn/statement.h>
+#include <mysql_driver.h>
+
+#include "lockstep/core/error.h"
+#include "lockstep/core/uri.h"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Child role: start LocalServers, report "<dir-of-redis> <redis pid> <mysql pid>" on stdout, then
+// wait to be killed. Runs before gtest's main when the environment asks for it.
+const bool g_child_role_handled = [] {
+    if (!std::getenv("LOCKSTEP_TEST_ROLE") || std::string(std::getenv("LOCKSTEP_TEST_ROLE")) != "servers-owner") {
+        return false;
+    }
+    ::unsetenv("LOCKSTEP_REDIS_URL");
+    ::unsetenv("LOCKSTEP_MYSQL_URL");
+    lockstep::LocalServers servers;
+    std::string line = std::to_string(servers.redis_pid()) + " " + std::to_string(servers.mysql_pid()) + "\n";
+    (void)!::write(1, line.data(), line.size());
+    for (;;) ::pause();
+}();
+
+bool redis_ping(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = false;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        const char ping[] = "*1\r\n$4\r\nPING\r\n";
+        (void)!::send(fd, ping, sizeof ping - 1, MSG_NOSIGNAL);
+        char buf[8] = {};
+        ok = ::recv(fd, buf, 5, 0) == 5 && std::strncmp(buf, "+PONG", 5) == 0;
+    }
+    ::close(fd);
+    return ok;
+}
+
+long long mysql_select_one(const lockstep::MysqlOptions& o) {
+    sql::ConnectOptionsMap props;
+    props["hostName"] = "tcp://" + o.host + ":" + std::to_string(o.port);
+    props["userName"] = o.user;
+    props["password"] = o.password;
+    props["schema"] = o.database;
+    props["OPT_CONNECT_TIMEOUT"] = 2;
+    std::unique_ptr<sql::Connection> c(sql::mysql::get_mysql_driver_instance()->connect(props));
+    std::unique_ptr<sql::Statement> st(c->createStatement());
+    std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SELECT 1"));
+    rs->next();
+    return rs->getInt64(1);
+}
+
+bool process_alive(int pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+lockstep::LocalServersOptions private_only() {
+    lockstep::LocalServersOptions o;
+    o.use_environment = false;
+    return o;
+}
+
+}  // namespace
+
+TEST(LocalServers, StartsBothServersThatAnswerAndStopsThemOnDestruction) {
+    int redis_pid = 0, mysql_pid = 0;
+    {
+        lockstep::LocalServers servers(private_only());
+        ASSERT_TRUE(servers.owns_redis());
+        ASSERT_TRUE(servers.owns_mysql());
+        redis_pid = servers.redis_pid();
+        mysql_pid = servers.mysql_pid();
+        EXPECT_TRUE(redis_ping(servers.redis_options().port));
+        EXPECT_EQ(mysql_select_one(servers.mysql_options()), 1);
+        // The URLs are what clients parse: they must round-trip.
+        EXPECT_EQ(lockstep::parse_redis_url(servers.redis_url()).port, servers.redis_options().port);
+        EXPECT_EQ(lockstep::parse_mysql_url(servers.mysql_url()).database, "lockstep");
+    }
+    EXPECT_FALSE(process_alive(redis_pid));
+    EXPECT_FALSE(process_alive(mysql_pid));
+}
+
+TEST(LocalServers, KilledRedisIsGoneUntilStartedAgainOnTheSamePort) {
+    lockstep::LocalServersOptions o = private_only();
+    o.mysql = false;
+    lockstep::LocalServers servers(o);
+    const int port = servers.redis_options().port;
+    servers.kill_redis();
+    EXPECT_EQ(servers.redis_pid(), 0);
+    EXPECT_FALSE(redis_ping(port));
+    servers.start_redis();
+    EXPECT_EQ(servers.redis_options().port, port);
+    EXPECT_TRUE(redis_ping(port));
+    servers.restart_redis();
+    EXPECT_TRUE(redis_ping(port));
+}
+
+TEST(LocalServers, RestartedMariadbKeepsItsData) {
+    lockstep::LocalServersOptions o = private_only();
+    o.redis = false;
+    lockstep::LocalServers servers(o);
+    {
+        auto mo = servers.mysql_options();
+        sql::ConnectOptionsMap props;
+        props["hostName"] = "tcp://127.0.0.1:" + std::to_string(mo.port);
+        props["userName"] = mo.user;
+        props["schema"] = mo.database;
+        std::unique_ptr<sql::Connection> c(sql::mysql::get_mysql_driver_instance()->connect(props));
+        std::unique_ptr<sql::Statement> st(c->createStatement());
+        st->execute("CREATE TABLE kept (id INT PRIMARY KEY) ENGINE=InnoDB");
+        st->execute("INSERT INTO kept VALUES (7)");
+    }
+    servers.restart_mysql();
+    auto mo = servers.mysql_options();
+    sql::ConnectOptionsMap props;
+    props["hostName"] = "tcp://127.0.0.1:" + std::to_string(mo.port);
+    props["userName"] = mo.user;
+    props["schema"] = mo.database;
+    std::unique_ptr<sql::Connection> c(sql::mysql::get_mysql_driver_instance()->connect(props));
+    std::unique_ptr<sql::Statement> st(c->createStatement());
+    std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SELECT id FROM kept"));
+    ASSERT_TRUE(rs->next());
+    EXPECT_EQ(rs->getInt(1), 7);
+}
+
+TEST(LocalServers, MissingBinaryIsAOneLineConfigErrorNamingInstallDeps) {
+    lockstep::LocalServersOptions o = private_only();
+    o.redis_server = "no-such-redis-server-binary";
+    try {
+        lockstep::LocalServers servers(o);
+        FAIL() << "expected ConfigError";
+    } catch (const lockstep::ConfigError& e) {
+        std::string what = e.what();
+        EXPECT_NE(what.find("scripts/install-deps"), std::string::npos) << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+        EXPECT_EQ(e.part(), "no-such-redis-server-binary");
+    }
+}
+
+TEST(LocalServers, EnvironmentUrlsAreUsedAndNotOwned) {
+    lockstep::LocalServersOptions first_options = private_only();
+    first_options.mysql = false;
+    lockstep::LocalServers first(first_options);
+    ::setenv("LOCKSTEP_REDIS_URL", first.redis_url().c_str(), 1);
+    lockstep::LocalServersOptions o;
+    o.mysql = false;
+    lockstep::LocalServers adopted(o);
+    ::unsetenv("LOCKSTEP_REDIS_URL");
+    EXPECT_FALSE(adopted.owns_redis());
+    EXPECT_EQ(adopted.redis_options().port, first.redis_options().port);
+    EXPECT_EQ(adopted.redis_pid(), 0);
+    EXPECT_THROW(adopted.kill_redis(), lockstep::ConfigError);
+    EXPECT_THROW(adopted.restart_redis(), lockstep::ConfigError);
+}
+
+TEST(LocalServers, MalformedEnvironmentUrlIsAConfigError) {
+    ::setenv("LOCKSTEP_REDIS_URL", "redis://localhost:notaport", 1);
+    lockstep::LocalServersOptions o;
+    o.mysql = false;
+    EXPECT_THROW(lockstep::LocalServers servers(o), lockstep::ConfigError);
+    ::unsetenv("LOCKSTEP_REDIS_URL");
+}
+
+// The owner is SIGKILLed: no destructor runs. The reaper must still kill both servers and
+// remove the temp dir.
+TEST(LocalServers, ServersDieAndTempDirGoesWhenTheOwnerIsKilled) {
+    const fs::path tmp = fs::temp_directory_path();
+    auto lockstep_dirs = [&] {
+        int n = 0;
+        for (const auto& e : fs::directory_iterator(tmp)) {
+            if (e.path().filename().string().rfind("lockstep-", 0) == 0) ++n;
+        }
+        return n;
+    };
+    const int dirs_before = lockstep_dirs();
+
+    int out[2];
+    ASSERT_EQ(::pipe(out), 0);
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        ::dup2(out[1], 1);
+        ::close(out[0]);
+        ::setenv("LOCKSTEP_TEST_ROLE", "servers-owner", 1);
+        ::execl("/proc/self/exe", "test_servers", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    ::close(out[1]);
+    std::string line;
+    char c;
+    while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+    ::close(out[0]);
+    int redis_pid = 0, mysql_pid = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "%d %d", &redis_pid, &mysql_pid), 2) << "child said: " << line;
+    ASSERT_TRUE(process_alive(redis_pid));
+    ASSERT_TRUE(process_alive(mysql_pid));
+    EXPECT_EQ(lockstep_dirs(), dirs_before + 1);
+
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while ((process_alive(redis_pid) || process_alive(mysql_pid) || lockstep_dirs() > dirs_before) &&
+           std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_FALSE(process_alive(redis_pid));
+    EXPECT_FALSE(process_alive(mysql_pid));
+    EXPECT_EQ(lockstep_dirs(), dirs_before);
+}
