@@ -7,6 +7,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,5 +32,7 @@ public:
 
 // An in-memory Cache (TTL honoured on read) for fast unit tests of logic. Not for production.
 std::unique_ptr<Cache> make_in_memory_cache();
+// Same, reading time from `now` (a test clock), so TTL tests need not sleep.
+std::unique_ptr<Cache> make_in_memory_cache(std::function<std::chrono::steady_clock::time_point()> now);
 
 }  // namespace lockstep

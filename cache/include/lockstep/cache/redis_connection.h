@@ -9,8 +9,10 @@
 // Thread safety: none; one thread at a time (the pool guarantees it).
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lockstep/cache/redis_reply.h"
@@ -19,6 +21,10 @@
 struct redisContext;
 
 namespace lockstep {
+
+namespace detail {
+class Argv;
+}  // namespace detail
 
 class RedisConnection {
 public:
@@ -31,6 +37,8 @@ public:
 
     // One command; an error reply is returned as a RedisReply of type Error (not thrown).
     RedisReply command(const std::vector<std::string>& args);
+    // Same, without copying the arguments.
+    RedisReply command(std::initializer_list<std::string_view> args);
     // Writes all commands, then reads all replies: one round trip. Error replies are returned.
     std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
 
@@ -48,6 +56,7 @@ private:
         void operator()(redisContext* c) const;
     };
     [[noreturn]] void fail(const char* during);
+    RedisReply round_trip(detail::Argv& argv);
     std::unique_ptr<redisContext, ContextDeleter> ctx_;
     RedisOptions options_;
     bool broken_ = false;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -42,11 +43,13 @@ struct RedisPoolStats {
     std::uint64_t created = 0;    // connections ever opened
     std::uint64_t discarded = 0;  // broken or dead connections thrown away
     std::uint64_t wait_timeouts = 0;
+    std::size_t waiting = 0;      // callers blocked in acquire() now, waiting for a free slot
 };
 
 class RedisConnectionPool {
 public:
     explicit RedisConnectionPool(RedisOptions options);
+    // REQUIRES: every PooledRedisConnection from this pool has been destroyed.
     ~RedisConnectionPool();
 
     // Throws TimeoutError after pool_wait_timeout, ConnectionError if a new connection fails.

@@ -6,12 +6,16 @@
 // backoff, resubscribes every channel, and then calls the reconnect listeners, because
 // messages published during the outage are lost and waiters must re-check what they wait for.
 //
-// Callbacks run on the subscriber thread: they must be quick and must not call subscribe or
-// unsubscribe on this subscriber. Thread safety: all public members may be called from any
+// Callbacks run on the subscriber thread: they must be quick and must not call subscribe on
+// this subscriber (it throws: it would wait for its own thread). Once a Subscription is reset or
+// destroyed, its callback is not running and will not run again, so a callback may capture
+// references to the waiter's stack; for the same reason, do not drop a Subscription while holding
+// a mutex that its callback takes. Thread safety: all public members may be called from any
 // thread.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,9 +53,10 @@ public:
     RedisSubscriber(const RedisSubscriber&) = delete;
     RedisSubscriber& operator=(const RedisSubscriber&) = delete;
 
-    // Subscribes and waits for the server's confirmation (up to socket_timeout; TimeoutError
-    // or ConnectionError if the server is unreachable — the subscription is then kept and will
-    // be made when the connection returns).
+    // Subscribes and waits for the server's confirmation, up to connect_timeout + socket_timeout
+    // (room for one reconnect attempt). On failure throws ConnectionError (not connected) or
+    // TimeoutError (connected, not confirmed) and withdraws the subscription: the callback is
+    // never called, as the caller holds no Subscription to cancel it with.
     [[nodiscard]] Subscription subscribe(std::string channel, Callback callback);
 
     // Called (on the subscriber thread) after each successful reconnect and resubscribe.

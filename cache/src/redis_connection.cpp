@@ -1,0 +1,145 @@
+#include "lockstep/cache/redis_connection.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <string>
+
+#include "hiredis_io.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
+#include "redis_options_check.h"
+
+namespace lockstep {
+
+void RedisConnection::ContextDeleter::operator()(redisContext* c) const {
+    redisFree(c);
+}
+
+RedisConnection::RedisConnection(const RedisOptions& options) : options_(options) {
+    detail::check_redis_options(options_);
+    const std::string where = "redis " + detail::endpoint(options_.host, options_.port);
+
+    ctx_.reset(redisConnectWithTimeout(options_.host.c_str(), options_.port,
+                                       detail::to_timeval(options_.connect_timeout)));
+    if (!ctx_ || ctx_->err != 0) {
+        broken_ = true;
+        detail::throw_failure(ctx_.get(), where + ": connecting (connect_timeout " +
+                                              std::to_string(options_.connect_timeout.count()) + "ms)");
+    }
+    // Bounds every later read and write: a server that accepts but never answers fails a call
+    // after socket_timeout instead of hanging it.
+    if (redisSetTimeout(ctx_.get(), detail::to_timeval(options_.socket_timeout)) != REDIS_OK) {
+        fail("setting the socket timeout");
+    }
+    // Lets the kernel notice a peer that vanished without closing (idle subscriber connection).
+    if (redisEnableKeepAlive(ctx_.get()) != REDIS_OK) fail("enabling TCP keepalive");
+
+    if (!options_.user.empty() || !options_.password.empty()) {
+        const RedisReply auth = options_.user.empty() ? command({"AUTH", options_.password})
+                                                      : command({"AUTH", options_.user, options_.password});
+        if (auth.is_error()) {
+            broken_ = true;
+            throw ProtocolError(where + ": AUTH" +
+                                (options_.user.empty() ? "" : " as '" + options_.user + "'") +
+                                " rejected: " + auth.error_message());
+        }
+    }
+    if (options_.db != 0) {
+        const std::string db = std::to_string(options_.db);
+        const RedisReply select = command({"SELECT", db});
+        if (select.is_error()) {
+            broken_ = true;
+            throw ProtocolError(where + ": SELECT " + db + " rejected: " + select.error_message());
+        }
+    }
+}
+
+RedisConnection::~RedisConnection() = default;
+
+void RedisConnection::fail(const char* during) {
+    broken_ = true;
+    detail::throw_failure(ctx_.get(),
+                          "redis " + detail::endpoint(options_.host, options_.port) + ": " + during);
+}
+
+RedisReply RedisConnection::command(const std::vector<std::string>& args) {
+    detail::Argv argv(args);
+    return round_trip(argv);
+}
+
+RedisReply RedisConnection::command(std::initializer_list<std::string_view> args) {
+    detail::Argv argv(args);
+    return round_trip(argv);
+}
+
+RedisReply RedisConnection::round_trip(detail::Argv& argv) {
+    if (argv.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
+    if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
+    const std::string name = argv.name();
+    if (redisAppendCommandArgv(ctx_.get(), argv.size(), argv.ptrs(), argv.lens()) != REDIS_OK) {
+        fail(("queueing " + name).c_str());
+    }
+    // Tests stop here to break the connection between lending and sending (a server restart
+    // that looks_alive() could not have seen yet).
+    fault::point("redis.before_send");
+    // From the first byte sent on, a failure may leave the command applied: say so, and let
+    // the pool discard this connection; it is never re-sent here.
+    if (!detail::flush_output(ctx_.get())) {
+        fail(("sending " + name + " failed; it may have been applied").c_str());
+    }
+    detail::ReplyPtr reply = detail::read_reply(ctx_.get());
+    if (!reply) fail(("no reply to " + name + " was read; it may have been applied").c_str());
+    return detail::to_reply(*reply);
+}
+
+std::vector<RedisReply> RedisConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
+    std::vector<RedisReply> replies;
+    if (commands.empty()) return replies;
+    // Refuse a malformed batch before anything is sent, so it is all-or-nothing on our side.
+    for (const auto& c : commands) {
+        if (c.empty()) throw ConfigError("pipeline", "every pipelined command needs at least its name");
+    }
+    if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
+    for (const auto& c : commands) {
+        detail::Argv argv(c);
+        if (redisAppendCommandArgv(ctx_.get(), argv.size(), argv.ptrs(), argv.lens()) != REDIS_OK) {
+            fail("queueing a pipeline");
+        }
+    }
+    const std::string count = std::to_string(commands.size());
+    fault::point("redis.before_send");
+    if (!detail::flush_output(ctx_.get())) {
+        fail(("sending a pipeline of " + count + " commands failed; some may have been applied").c_str());
+    }
+    replies.reserve(commands.size());
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+        detail::ReplyPtr reply = detail::read_reply(ctx_.get());
+        if (!reply) {
+            fail(("pipeline broke after " + std::to_string(i) + " of " + count +
+                  " replies; the remaining commands may have been applied")
+                     .c_str());
+        }
+        replies.push_back(detail::to_reply(*reply));
+    }
+    return replies;
+}
+
+bool RedisConnection::looks_alive() const {
+    if (broken_ || !ctx_ || ctx_->err != 0) return false;
+    // An idle connection has nothing to read. EOF means the server closed it (restart, timeout,
+    // CLIENT KILL); bytes mean the stream is out of step. Either way it must not be lent.
+    char byte;
+    for (;;) {
+        const ssize_t n = ::recv(ctx_->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
+        return false;
+    }
+}
+
+int RedisConnection::fd() const {
+    return ctx_ ? ctx_->fd : -1;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,99 @@
+#include "lockstep/cache/redis_connection_pool.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "hiredis_io.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/logging.h"
+#include "redis_options_check.h"
+
+namespace lockstep {
+
+PooledRedisConnection::PooledRedisConnection(PooledRedisConnection&& other) noexcept
+    : pool_(std::exchange(other.pool_, nullptr)), conn_(std::move(other.conn_)) {}
+
+PooledRedisConnection::~PooledRedisConnection() {
+    if (pool_ != nullptr && conn_) pool_->release(std::move(conn_));
+}
+
+RedisConnectionPool::RedisConnectionPool(RedisOptions options) : options_(std::move(options)) {
+    detail::check_redis_options(options_);
+}
+
+RedisConnectionPool::~RedisConnectionPool() = default;
+
+PooledRedisConnection RedisConnectionPool::acquire() {
+    const auto deadline = std::chrono::steady_clock::now() + options_.pool_wait_timeout;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+        // Most recently returned first: it is the one most likely to still be alive.
+        while (!idle_.empty()) {
+            std::unique_ptr<RedisConnection> conn = std::move(idle_.back());
+            idle_.pop_back();
+            lock.unlock();
+            if (conn->looks_alive()) return PooledRedisConnection(this, std::move(conn));
+            // Dead while idle (typically: the server restarted). Its slot is reused for a fresh
+            // connection right away, so the caller's command goes to the new server once.
+            logger()->info("redis {}: discarding a pooled connection the server has closed",
+                           detail::endpoint(options_.host, options_.port));
+            conn.reset();
+            lock.lock();
+            ++counters_.discarded;
+            --open_;
+        }
+        if (open_ < options_.pool_size) {
+            ++open_;
+            lock.unlock();
+            try {
+                auto conn = std::make_unique<RedisConnection>(options_);
+                lock.lock();
+                ++counters_.created;
+                lock.unlock();
+                return PooledRedisConnection(this, std::move(conn));
+            } catch (...) {
+                lock.lock();
+                --open_;
+                lock.unlock();
+                available_.notify_one();
+                throw;
+            }
+        }
+        ++counters_.waiting;
+        const auto status = available_.wait_until(lock, deadline);
+        --counters_.waiting;
+        if (status == std::cv_status::timeout && idle_.empty() && open_ >= options_.pool_size) {
+            ++counters_.wait_timeouts;
+            throw TimeoutError("redis " + detail::endpoint(options_.host, options_.port) +
+                               ": no pooled connection became free within " +
+                               std::to_string(options_.pool_wait_timeout.count()) + "ms (pool_size " +
+                               std::to_string(options_.pool_size) + ", all lent)");
+        }
+    }
+}
+
+void RedisConnectionPool::release(std::unique_ptr<RedisConnection> conn) {
+    const bool reusable = !conn->broken();
+    if (!reusable) conn.reset();  // close outside the lock
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (reusable) {
+            idle_.push_back(std::move(conn));
+        } else {
+            ++counters_.discarded;
+            --open_;
+        }
+    }
+    available_.notify_one();
+}
+
+RedisPoolStats RedisConnectionPool::stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    RedisPoolStats s = counters_;
+    s.open = open_;
+    s.idle = idle_.size();
+    return s;
+}
+
+}  // namespace lockstep

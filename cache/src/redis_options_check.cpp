@@ -1,0 +1,19 @@
+#include "redis_options_check.h"
+
+#include "lockstep/core/error.h"
+
+namespace lockstep::detail {
+
+void check_redis_options(const RedisOptions& o) {
+    if (o.host.empty()) throw ConfigError("host", "must not be empty");
+    if (o.port < 1 || o.port > 65535)
+        throw ConfigError("port", "must be in 1..65535, got " + std::to_string(o.port));
+    if (o.db < 0) throw ConfigError("database", "must not be negative, got " + std::to_string(o.db));
+    // SO_RCVTIMEO / SO_SNDTIMEO of zero mean "no timeout": a hang, which lockstep never allows.
+    if (o.connect_timeout.count() <= 0) throw ConfigError("connect_timeout", "must be positive");
+    if (o.socket_timeout.count() <= 0) throw ConfigError("socket_timeout", "must be positive");
+    if (o.pool_size == 0) throw ConfigError("pool_size", "must be at least 1");
+    if (o.pool_wait_timeout.count() < 0) throw ConfigError("pool_wait_timeout", "must not be negative");
+}
+
+}  // namespace lockstep::detail

@@ -1,0 +1,120 @@
+// The bounded connection pool: waits are bounded and measured, connections are reused and
+// bounded under contention.
+#include "lockstep/cache/redis_connection_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "lockstep/core/error.h"
+#include "redis_fixture.h"
+
+namespace lockstep::test {
+namespace {
+
+using RedisPoolTest = RedisTest;
+
+TEST_F(RedisPoolTest, ExhaustedPoolWaitsItsTimeoutThenThrowsTimeoutError) {
+    RedisClient client(options_with([](RedisOptions& o) {
+        o.pool_size = 1;
+        o.pool_wait_timeout = 300ms;
+    }));
+    auto held = client.connection();  // the only connection
+    Stopwatch watch;
+    EXPECT_THROW(client.get(key("k")), TimeoutError);
+    const auto waited = watch.elapsed();
+    EXPECT_GE(waited, 290ms);
+    EXPECT_LT(waited, 300ms + 2s);
+    EXPECT_EQ(client.pool_stats().wait_timeouts, 1u);
+    EXPECT_EQ(client.pool_stats().open, 1u);
+}
+
+TEST_F(RedisPoolTest, WaitingCallerGetsTheConnectionWhenItIsReturned) {
+    RedisClient client(options_with([](RedisOptions& o) {
+        o.pool_size = 1;
+        o.pool_wait_timeout = 10s;
+    }));
+    client.set(key("k"), "v");
+    std::optional<PooledRedisConnection> held(client.connection());
+    auto waiter = std::async(std::launch::async, [&] { return client.get(key("k")); });
+    ASSERT_TRUE(eventually([&] { return client.pool_stats().waiting == 1; })) << "the caller never waited";
+    held.reset();  // return it: the waiter must get it now
+    ASSERT_EQ(waiter.wait_for(5s), std::future_status::ready);
+    EXPECT_EQ(waiter.get(), "v");
+    EXPECT_EQ(client.pool_stats().created, 1u);
+}
+
+TEST_F(RedisPoolTest, ZeroWaitTimeoutFailsAtOnceWhenExhausted) {
+    RedisClient client(options_with([](RedisOptions& o) {
+        o.pool_size = 1;
+        o.pool_wait_timeout = 0ms;
+    }));
+    auto held = client.connection();
+    Stopwatch watch;
+    EXPECT_THROW(client.get(key("k")), TimeoutError);
+    EXPECT_LT(watch.elapsed(), 1s);
+}
+
+TEST_F(RedisPoolTest, ConnectionsAreReusedAndBoundedUnderContention) {
+    RedisClient client(options_with([](RedisOptions& o) {
+        o.pool_size = 2;
+        o.pool_wait_timeout = 10s;
+    }));
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 100; ++i) {
+                try {
+                    client.command({"INCR", key("n")});
+                    if (client.pool_stats().open > 2) failures.fetch_add(1);
+                } catch (const std::exception&) {
+                    failures.fetch_add(1);
+                }
+            }
+            (void)t;
+        });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(client.get(key("n")), "600");
+    const auto stats = client.pool_stats();
+    EXPECT_LE(stats.created, 2u);
+    EXPECT_EQ(stats.idle, stats.open);
+    EXPECT_EQ(stats.discarded, 0u);
+}
+
+TEST_F(RedisPoolTest, BrokenConnectionIsDiscardedNotReturned) {
+    RedisClient client(options_with([](RedisOptions& o) { o.pool_size = 1; }));
+    {
+        auto conn = client.connection();
+        // Have the server close this very connection under us.
+        const long long id = conn->command({"CLIENT", "ID"}).integer();
+        client_->command({"CLIENT", "KILL", "ID", std::to_string(id)});
+        EXPECT_THROW(conn->command({"PING"}), ConnectionError);
+        EXPECT_TRUE(conn->broken());
+    }
+    EXPECT_EQ(client.pool_stats().discarded, 1u);
+    EXPECT_EQ(client.command({"PING"}).str(), "PONG");
+}
+
+TEST_F(RedisPoolTest, IdleConnectionClosedByTheServerIsReplacedOnLend) {
+    RedisClient client(options_with([](RedisOptions& o) { o.pool_size = 1; }));
+    long long id;
+    {
+        auto conn = client.connection();
+        id = conn->command({"CLIENT", "ID"}).integer();
+    }
+    client_->command({"CLIENT", "KILL", "ID", std::to_string(id)});
+    // The server has closed the socket, so EOF is already there to see; the next call must not
+    // fail on the dead connection.
+    EXPECT_EQ(client.command({"PING"}).str(), "PONG");
+    EXPECT_EQ(client.pool_stats().discarded, 1u);
+    EXPECT_EQ(client.pool_stats().created, 2u);
+}
+
+}  // namespace
+}  // namespace lockstep::test
