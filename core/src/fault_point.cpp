@@ -18,7 +18,8 @@ struct Arming::State {
     ArmOptions options;
     std::atomic<int> hits{0};
     std::atomic<int> acted{0};
-    bool armed = true;  // guarded by the registry mutex
+    int eligible_hits = 0;  // hits in `options.only_thread` (all hits if unset); registry mutex
+    bool armed = true;      // guarded by the registry mutex
 };
 
 namespace {
@@ -45,10 +46,14 @@ void detail::fire(std::string_view name) {
         auto it = r.points.find(name);
         if (it == r.points.end() || it->second.empty()) return;
         state = it->second.back();
-        int hit = state->hits.fetch_add(1) + 1;
+        state->hits.fetch_add(1);
         const auto& o = state->options;
-        act = hit > o.skip && (o.times < 0 || state->acted.load() < o.times) &&
-              (!o.only_thread || *o.only_thread == std::this_thread::get_id());
+        // The thread filter comes first: `skip` and `times` count only the chosen thread's hits,
+        // so another thread passing through the same point cannot shift which hit acts.
+        if (!o.only_thread || *o.only_thread == std::this_thread::get_id()) {
+            int eligible = ++state->eligible_hits;
+            act = eligible > o.skip && (o.times < 0 || state->acted.load() < o.times);
+        }
         if (act) state->acted.fetch_add(1);
     }
     if (act) {

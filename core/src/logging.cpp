@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
@@ -14,7 +15,14 @@ std::shared_ptr<spdlog::logger> make_default_logger() {
     auto l = std::make_shared<spdlog::logger>("lockstep", std::move(sink));
     l->set_level(spdlog::level::warn);
     if (const char* level = std::getenv("LOCKSTEP_LOG_LEVEL")) {
-        l->set_level(spdlog::level::from_str(level));
+        // spdlog maps an unknown name to "off": say so instead of going silent.
+        auto parsed = spdlog::level::from_str(level);
+        if (parsed == spdlog::level::off && std::string_view(level) != "off") {
+            l->warn("LOCKSTEP_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, err, critical, off); using warn",
+                    level);
+        } else {
+            l->set_level(parsed);
+        }
     }
     return l;
 }

@@ -79,6 +79,8 @@ UrlParts split_url(std::string_view url, std::string_view scheme) {
         throw ConfigError("scheme", "expected '" + std::string(scheme) + "', got '" + std::string(url.substr(0, sep)) + "'");
     }
     std::string_view rest = url.substr(sep + 3);
+    // A '#' ends the URL wherever it is, also inside the query, so look for it before splitting.
+    if (rest.find('#') != std::string_view::npos) throw ConfigError("url", "fragments ('#') are not allowed");
 
     // Split off the query first so that '/' or '@' inside it is not misread.
     std::string_view query;
@@ -87,7 +89,6 @@ UrlParts split_url(std::string_view url, std::string_view scheme) {
         rest = rest.substr(0, q);
         if (query.empty()) throw ConfigError("query", "'?' with no parameters");
     }
-    if (rest.find('#') != std::string_view::npos) throw ConfigError("url", "fragments ('#') are not allowed");
 
     std::string_view authority = rest;
     if (auto slash = rest.find('/'); slash != std::string_view::npos) {
@@ -149,7 +150,9 @@ UrlParts split_url(std::string_view url, std::string_view scheme) {
         auto amp = query.find('&');
         std::string_view pair = query.substr(0, amp);
         query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-        if (pair.empty()) throw ConfigError("query", "empty parameter (stray '&')");
+        if (pair.empty() || (amp != std::string_view::npos && query.empty())) {
+            throw ConfigError("query", "empty parameter (stray '&')");
+        }
         auto eq = pair.find('=');
         if (eq == std::string_view::npos) {
             throw ConfigError("query parameter '" + std::string(pair) + "'", "missing '=value'");
@@ -275,11 +278,19 @@ MysqlOptions parse_mysql_url(std::string_view url) {
             o.pool_size = parse_pool_size(value, part);
         } else if (key == "pool_wait_timeout") {
             o.pool_wait_timeout = parse_duration(value, part);
+        } else if (key == "validation_interval") {
+            o.validation_interval = parse_duration(value, part);
+        } else if (key == "statement_cache_size") {
+            o.statement_cache_size = static_cast<std::size_t>(parse_integer(value, part, 0, 10000));
         } else {
-            throw ConfigError(part, "unknown parameter (known: connect_timeout, read_timeout, write_timeout, pool_size, pool_wait_timeout)");
+            throw ConfigError(part, "unknown parameter (known: connect_timeout, read_timeout, write_timeout, pool_size, "
+                                    "pool_wait_timeout, validation_interval, statement_cache_size)");
         }
     }
     if (o.connect_timeout.count() == 0) throw ConfigError("query parameter 'connect_timeout'", "must be positive");
+    // Connector/C++ reads 0 as "no timeout": a query against a hung server would never return.
+    if (o.read_timeout.count() == 0) throw ConfigError("query parameter 'read_timeout'", "must be positive");
+    if (o.write_timeout.count() == 0) throw ConfigError("query parameter 'write_timeout'", "must be positive");
     return o;
 }
 
@@ -302,7 +313,9 @@ std::string to_url(const MysqlOptions& o) {
            "&read_timeout=" + format_duration(o.read_timeout) +
            "&write_timeout=" + format_duration(o.write_timeout) +
            "&pool_size=" + std::to_string(o.pool_size) +
-           "&pool_wait_timeout=" + format_duration(o.pool_wait_timeout);
+           "&pool_wait_timeout=" + format_duration(o.pool_wait_timeout) +
+           "&validation_interval=" + format_duration(o.validation_interval) +
+           "&statement_cache_size=" + std::to_string(o.statement_cache_size);
     return url;
 }
 

@@ -45,7 +45,8 @@ inline void point(std::string_view name) {
 // What an armed point does when reached: sleep, block, throw, or anything else.
 using Action = std::function<void()>;
 
-// Which hits of an armed point run the action; the others pass through.
+// Which hits of an armed point run the action; the others pass through. With `only_thread` set,
+// `skip` and `times` count only that thread's hits.
 struct ArmOptions {
     // Pass through this many hits before acting.
     int skip = 0;

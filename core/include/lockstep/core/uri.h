@@ -6,7 +6,9 @@
 //
 // Durations are written with a unit: 500ms, 2s, 1m (a bare number is milliseconds).
 // redis params: connect_timeout, socket_timeout, pool_size, pool_wait_timeout
-// mysql params: connect_timeout, read_timeout, write_timeout, pool_size, pool_wait_timeout
+// mysql params: connect_timeout, read_timeout, write_timeout, pool_size, pool_wait_timeout,
+//               validation_interval, statement_cache_size
+// Timeouts must be positive: a zero timeout would mean "wait forever" to the drivers.
 // User names and passwords may be percent-encoded (%40 for '@'). IPv6 hosts go in brackets.
 #pragma once
 

@@ -1,0 +1,408 @@
+// URI parsing: every malformed redis:// and mysql:// URL is a ConfigError naming the offending
+// part; well-formed URLs fill every option; to_url is the inverse of parse.
+#include "lockstep/core/uri.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <ostream>
+#include <string>
+
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+namespace {
+
+using namespace std::chrono_literals;
+
+// gtest has no operator== for the option structs (they are plain structs without one), so the
+// tests compare field by field and print the URL form on failure.
+void expect_same(const RedisOptions& a, const RedisOptions& b) {
+    EXPECT_EQ(a.host, b.host);
+    EXPECT_EQ(a.port, b.port);
+    EXPECT_EQ(a.user, b.user);
+    EXPECT_EQ(a.password, b.password);
+    EXPECT_EQ(a.db, b.db);
+    EXPECT_EQ(a.connect_timeout, b.connect_timeout);
+    EXPECT_EQ(a.socket_timeout, b.socket_timeout);
+    EXPECT_EQ(a.pool_size, b.pool_size);
+    EXPECT_EQ(a.pool_wait_timeout, b.pool_wait_timeout);
+}
+
+void expect_same(const MysqlOptions& a, const MysqlOptions& b) {
+    EXPECT_EQ(a.host, b.host);
+    EXPECT_EQ(a.port, b.port);
+    EXPECT_EQ(a.user, b.user);
+    EXPECT_EQ(a.password, b.password);
+    EXPECT_EQ(a.database, b.database);
+    EXPECT_EQ(a.connect_timeout, b.connect_timeout);
+    EXPECT_EQ(a.read_timeout, b.read_timeout);
+    EXPECT_EQ(a.write_timeout, b.write_timeout);
+    EXPECT_EQ(a.pool_size, b.pool_size);
+    EXPECT_EQ(a.pool_wait_timeout, b.pool_wait_timeout);
+    EXPECT_EQ(a.validation_interval, b.validation_interval);
+    EXPECT_EQ(a.statement_cache_size, b.statement_cache_size);
+}
+
+// One malformed URL and the part its ConfigError must name.
+struct Malformed {
+    const char* name;  // gtest test-name suffix
+    std::string url;
+    std::string part;
+};
+
+std::ostream& operator<<(std::ostream& os, const Malformed& m) {
+    return os << "'" << m.url << "' (expected part '" << m.part << "')";
+}
+
+std::string case_name(const testing::TestParamInfo<Malformed>& info) {
+    return info.param.name;
+}
+
+template <class Parse>
+void expect_config_error(Parse parse, const Malformed& m) {
+    try {
+        parse(m.url);
+        ADD_FAILURE() << "accepted malformed URL " << m;
+    } catch (const ConfigError& e) {
+        EXPECT_EQ(e.part(), m.part) << "for " << m << ": " << e.what();
+        EXPECT_EQ(e.recovery(), Recovery::GiveUp);
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << "not a ConfigError for " << m << ": " << e.what();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// redis://
+
+class MalformedRedisUrl : public testing::TestWithParam<Malformed> {};
+
+TEST_P(MalformedRedisUrl, IsAConfigErrorNamingThePart) {
+    expect_config_error([](const std::string& url) { return parse_redis_url(url); }, GetParam());
+}
+
+const std::string kQp = "query parameter ";
+
+// One row per malformed URL: easier to read than what clang-format would pack.
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(
+    Table, MalformedRedisUrl,
+    testing::Values(
+        Malformed{"Empty", "", "url"},
+        Malformed{"HttpScheme", "http://localhost:6379", "scheme"},
+        Malformed{"NoScheme", "localhost:6379", "scheme"},
+        Malformed{"TlsSchemeNotSupported", "rediss://localhost:6379", "scheme"},
+        Malformed{"OneSlash", "redis:/localhost", "scheme"},
+        Malformed{"NothingAfterScheme", "redis://", "host"},
+        Malformed{"OnlyPath", "redis:///0", "host"},
+        Malformed{"PortWithoutHost", "redis://:6379", "host"},
+        Malformed{"CredentialsWithoutHost", "redis://:secret@", "host"},
+        Malformed{"SpaceInHost", "redis://local host", "host"},
+        Malformed{"UnbracketedIpv6", "redis://::1:6379", "host"},
+        Malformed{"UnterminatedBracket", "redis://[::1:6379", "host"},
+        Malformed{"TextAfterBracket", "redis://[::1]6379", "host"},
+        Malformed{"EmptyBrackets", "redis://[]:6379", "host"},
+        Malformed{"EmptyPort", "redis://localhost:", "port"},
+        Malformed{"PortZero", "redis://localhost:0", "port"},
+        Malformed{"PortTooLarge", "redis://localhost:65536", "port"},
+        Malformed{"PortNotANumber", "redis://localhost:http", "port"},
+        Malformed{"NegativePort", "redis://localhost:-1", "port"},
+        Malformed{"PortOverflow", "redis://localhost:99999999999999999999", "port"},
+        Malformed{"PortWithSign", "redis://localhost:+6379", "port"},
+        Malformed{"EmptyIpv6Port", "redis://[::1]:", "port"},
+        Malformed{"PasswordWithoutColon", "redis://secret@localhost", "password"},
+        Malformed{"EmptyUserinfo", "redis://@localhost", "password"},
+        Malformed{"EmptyPassword", "redis://:@localhost", "password"},
+        Malformed{"UserWithEmptyPassword", "redis://alice:@localhost", "password"},
+        Malformed{"BadEscapeInPassword", "redis://:pa%zzss@localhost", "password"},
+        Malformed{"TruncatedEscapeInPassword", "redis://:pass%4@localhost", "password"},
+        Malformed{"BadEscapeInUser", "redis://al%g0ice:pass@localhost", "user"},
+        Malformed{"DbNotANumber", "redis://localhost/abc", "database"},
+        Malformed{"NegativeDb", "redis://localhost/-1", "database"},
+        Malformed{"DbTooLarge", "redis://localhost/1000001", "database"},
+        Malformed{"TwoPathSegments", "redis://localhost/0/1", "database"},
+        Malformed{"Fragment", "redis://localhost/0#top", "url"},
+        Malformed{"FragmentAfterQuery", "redis://localhost/0?pool_size=2#top", "url"},
+        Malformed{"QuestionMarkAlone", "redis://localhost/0?", "query"},
+        Malformed{"LeadingAmpersand", "redis://localhost/0?&pool_size=2", "query"},
+        Malformed{"DoubleAmpersand", "redis://localhost/0?pool_size=2&&socket_timeout=1s", "query"},
+        Malformed{"TrailingAmpersand", "redis://localhost/0?pool_size=2&", "query"},
+        Malformed{"EmptyParameterName", "redis://localhost/0?=5", "query"},
+        Malformed{"ParameterWithoutValue", "redis://localhost/0?pool_size", kQp + "'pool_size'"},
+        Malformed{"PoolSizeZero", "redis://localhost/0?pool_size=0", kQp + "'pool_size'"},
+        Malformed{"PoolSizeTooLarge", "redis://localhost/0?pool_size=10001", kQp + "'pool_size'"},
+        Malformed{"PoolSizeNotANumber", "redis://localhost/0?pool_size=two", kQp + "'pool_size'"},
+        Malformed{"PoolSizeEmpty", "redis://localhost/0?pool_size=", kQp + "'pool_size'"},
+        Malformed{"ParameterGivenTwice", "redis://localhost/0?pool_size=2&pool_size=3", kQp + "'pool_size'"},
+        Malformed{"ConnectTimeoutZero", "redis://localhost/0?connect_timeout=0", kQp + "'connect_timeout'"},
+        Malformed{"SocketTimeoutZero", "redis://localhost/0?socket_timeout=0ms", kQp + "'socket_timeout'"},
+        Malformed{"UnknownUnit", "redis://localhost/0?connect_timeout=5h", kQp + "'connect_timeout'"},
+        Malformed{"UnitWithoutNumber", "redis://localhost/0?connect_timeout=ms", kQp + "'connect_timeout'"},
+        Malformed{"FractionalDuration", "redis://localhost/0?socket_timeout=1.5s", kQp + "'socket_timeout'"},
+        Malformed{"NegativeDuration", "redis://localhost/0?socket_timeout=-1s", kQp + "'socket_timeout'"},
+        Malformed{"SpaceBeforeUnit", "redis://localhost/0?socket_timeout=5%20s", kQp + "'socket_timeout'"},
+        Malformed{"DurationLongerThanADay", "redis://localhost/0?pool_wait_timeout=1441m",
+                  kQp + "'pool_wait_timeout'"},
+        Malformed{"EmptyDuration", "redis://localhost/0?pool_wait_timeout=", kQp + "'pool_wait_timeout'"},
+        Malformed{"BadEscapeInValue", "redis://localhost/0?connect_timeout=1%zzs", kQp + "'connect_timeout'"},
+        Malformed{"MysqlOnlyParameter", "redis://localhost/0?read_timeout=1s", kQp + "'read_timeout'"},
+        Malformed{"ParameterNamesAreCaseSensitive", "redis://localhost/0?Pool_size=2", kQp + "'Pool_size'"}),
+    case_name);
+// clang-format on
+
+TEST(RedisUrl, HostOnlyKeepsEveryDefault) {
+    RedisOptions o = parse_redis_url("redis://cache.example");
+    RedisOptions d;
+    d.host = "cache.example";
+    expect_same(o, d);
+}
+
+TEST(RedisUrl, UserAndPassword) {
+    RedisOptions o = parse_redis_url("redis://alice:s3cret@10.0.0.7:6380");
+    EXPECT_EQ(o.user, "alice");
+    EXPECT_EQ(o.password, "s3cret");
+    EXPECT_EQ(o.host, "10.0.0.7");
+    EXPECT_EQ(o.port, 6380);
+}
+
+TEST(RedisUrl, PasswordOnlyMeansLegacyAuth) {
+    RedisOptions o = parse_redis_url("redis://:s3cret@localhost");
+    EXPECT_EQ(o.user, "");
+    EXPECT_EQ(o.password, "s3cret");
+    EXPECT_EQ(o.port, 6379);
+}
+
+TEST(RedisUrl, PercentEncodedCredentials) {
+    RedisOptions o = parse_redis_url("redis://al%40ice:p%40ss%3Aw%2Fo%25rd%3f@localhost");
+    EXPECT_EQ(o.user, "al@ice");
+    EXPECT_EQ(o.password, "p@ss:w/o%rd?");
+}
+
+TEST(RedisUrl, PasswordMayContainAColon) {
+    EXPECT_EQ(parse_redis_url("redis://u:a:b@localhost").password, "a:b");
+}
+
+TEST(RedisUrl, Ipv6InBrackets) {
+    RedisOptions o = parse_redis_url("redis://[::1]:7000/2");
+    EXPECT_EQ(o.host, "::1");
+    EXPECT_EQ(o.port, 7000);
+    EXPECT_EQ(o.db, 2);
+    EXPECT_EQ(parse_redis_url("redis://[fe80::1:2]").host, "fe80::1:2");
+    EXPECT_EQ(parse_redis_url("redis://[fe80::1:2]").port, 6379);
+}
+
+TEST(RedisUrl, DatabaseIndex) {
+    EXPECT_EQ(parse_redis_url("redis://localhost/15").db, 15);
+    EXPECT_EQ(parse_redis_url("redis://localhost/0").db, 0);
+    EXPECT_EQ(parse_redis_url("redis://localhost/").db, 0);  // empty path: the default
+    EXPECT_EQ(parse_redis_url("redis://localhost:6379/3?pool_size=1").db, 3);
+}
+
+TEST(RedisUrl, EveryQueryParameter) {
+    RedisOptions o = parse_redis_url(
+        "redis://localhost/1?connect_timeout=250ms&socket_timeout=2s&pool_size=32&pool_wait_timeout=1m");
+    EXPECT_EQ(o.connect_timeout, 250ms);
+    EXPECT_EQ(o.socket_timeout, 2s);
+    EXPECT_EQ(o.pool_size, 32u);
+    EXPECT_EQ(o.pool_wait_timeout, 1min);
+}
+
+TEST(RedisUrl, QueryWithoutPath) {
+    EXPECT_EQ(parse_redis_url("redis://localhost:6379?pool_size=3").pool_size, 3u);
+}
+
+TEST(RedisUrl, PoolWaitTimeoutMayBeZero) {
+    // Zero means "do not wait for a pooled connection", which is meaningful; the socket
+    // deadlines are not.
+    EXPECT_EQ(parse_redis_url("redis://localhost?pool_wait_timeout=0").pool_wait_timeout, 0ms);
+}
+
+TEST(RedisUrl, RoundTripsThroughToUrl) {
+    RedisOptions defaults;
+    RedisOptions full;
+    full.host = "::1";
+    full.port = 7001;
+    full.user = "ali ce@corp";
+    full.password = "p@ss:w/o%rd?&=#";
+    full.db = 9;
+    full.connect_timeout = 1500ms;
+    full.socket_timeout = 2min;
+    full.pool_size = 1;
+    full.pool_wait_timeout = 0ms;
+    RedisOptions password_only;
+    password_only.host = "redis.internal";
+    password_only.password = "secret";
+    for (const RedisOptions& o : {defaults, full, password_only}) {
+        SCOPED_TRACE(to_url(o));
+        expect_same(parse_redis_url(to_url(o)), o);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// mysql://
+
+class MalformedMysqlUrl : public testing::TestWithParam<Malformed> {};
+
+TEST_P(MalformedMysqlUrl, IsAConfigErrorNamingThePart) {
+    expect_config_error([](const std::string& url) { return parse_mysql_url(url); }, GetParam());
+}
+
+// One row per malformed URL: easier to read than what clang-format would pack.
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(
+    Table, MalformedMysqlUrl,
+    testing::Values(
+        Malformed{"Empty", "", "url"},
+        Malformed{"MariadbScheme", "mariadb://root@localhost/shop", "scheme"},
+        Malformed{"RedisScheme", "redis://root@localhost/shop", "scheme"},
+        Malformed{"OneSlash", "mysql:/root@localhost/shop", "scheme"},
+        Malformed{"TcpUrl", "tcp://127.0.0.1:3306", "scheme"},
+        Malformed{"NoUser", "mysql://localhost/shop", "user"},
+        Malformed{"EmptyUser", "mysql://@localhost/shop", "user"},
+        Malformed{"PasswordWithoutUser", "mysql://:pw@localhost/shop", "user"},
+        Malformed{"BadEscapeInUser", "mysql://ro%zzot@localhost/shop", "user"},
+        Malformed{"TruncatedEscapeInPassword", "mysql://root:p%4@localhost/shop", "password"},
+        Malformed{"NoHost", "mysql://root@/shop", "host"},
+        Malformed{"PortWithoutHost", "mysql://root@:3306/shop", "host"},
+        Malformed{"BadCharacterInHost", "mysql://root@db!host/shop", "host"},
+        Malformed{"UnterminatedBracket", "mysql://root@[::1/shop", "host"},
+        Malformed{"UnbracketedIpv6", "mysql://root@fe80::1/shop", "host"},
+        Malformed{"EmptyPort", "mysql://root@localhost:/shop", "port"},
+        Malformed{"PortTooLarge", "mysql://root@localhost:70000/shop", "port"},
+        Malformed{"PortWithTrailingText", "mysql://root@localhost:3306x/shop", "port"},
+        Malformed{"NoDatabase", "mysql://root@localhost", "database"},
+        Malformed{"EmptyDatabase", "mysql://root@localhost:3306/", "database"},
+        Malformed{"DashInDatabase", "mysql://root@localhost/my-shop", "database"},
+        Malformed{"SlashInDatabase", "mysql://root@localhost/shop/orders", "database"},
+        Malformed{"DatabaseTooLong", "mysql://root@localhost/" + std::string(65, 'd'), "database"},
+        Malformed{"Fragment", "mysql://root@localhost/shop#x", "url"},
+        Malformed{"QuestionMarkAlone", "mysql://root@localhost/shop?", "query"},
+        Malformed{"AmpersandAlone", "mysql://root@localhost/shop?&", "query"},
+        Malformed{"TrailingAmpersand", "mysql://root@localhost/shop?pool_size=2&", "query"},
+        Malformed{"RedisOnlyParameter", "mysql://root@localhost/shop?socket_timeout=1s", kQp + "'socket_timeout'"},
+        Malformed{"ReadTimeoutNotADuration", "mysql://root@localhost/shop?read_timeout=fast", kQp + "'read_timeout'"},
+        Malformed{"ReadTimeoutWithoutValue", "mysql://root@localhost/shop?read_timeout", kQp + "'read_timeout'"},
+        Malformed{"WriteTimeoutInDays", "mysql://root@localhost/shop?write_timeout=2d", kQp + "'write_timeout'"},
+        Malformed{"ConnectTimeoutZero", "mysql://root@localhost/shop?connect_timeout=0s", kQp + "'connect_timeout'"},
+        Malformed{"ReadTimeoutZero", "mysql://root@localhost/shop?read_timeout=0", kQp + "'read_timeout'"},
+        Malformed{"WriteTimeoutZero", "mysql://root@localhost/shop?write_timeout=0ms", kQp + "'write_timeout'"},
+        Malformed{"PoolSizeZero", "mysql://root@localhost/shop?pool_size=0", kQp + "'pool_size'"},
+        Malformed{"PoolSizeNegative", "mysql://root@localhost/shop?pool_size=-4", kQp + "'pool_size'"},
+        Malformed{"PoolWaitLongerThanADay", "mysql://root@localhost/shop?pool_wait_timeout=100000000",
+                  kQp + "'pool_wait_timeout'"},
+        Malformed{"ParameterGivenTwice", "mysql://root@localhost/shop?pool_size=4&pool_size=4", kQp + "'pool_size'"},
+        Malformed{"ValidationIntervalUnit", "mysql://root@localhost/shop?validation_interval=1h", kQp + "'validation_interval'"},
+        Malformed{"StatementCacheTooLarge", "mysql://root@localhost/shop?statement_cache_size=10001", kQp + "'statement_cache_size'"},
+        Malformed{"StatementCacheNotANumber", "mysql://root@localhost/shop?statement_cache_size=many", kQp + "'statement_cache_size'"}),
+    case_name);
+// clang-format on
+
+TEST(MysqlUrl, UserPasswordHostPortDatabase) {
+    MysqlOptions o = parse_mysql_url("mysql://app:s3cret@db.example:3307/shop");
+    EXPECT_EQ(o.user, "app");
+    EXPECT_EQ(o.password, "s3cret");
+    EXPECT_EQ(o.host, "db.example");
+    EXPECT_EQ(o.port, 3307);
+    EXPECT_EQ(o.database, "shop");
+}
+
+TEST(MysqlUrl, UserWithoutPasswordKeepsDefaults) {
+    MysqlOptions o = parse_mysql_url("mysql://root@localhost/lockstep");
+    MysqlOptions d;
+    d.host = "localhost";
+    d.user = "root";
+    d.database = "lockstep";
+    expect_same(o, d);
+}
+
+TEST(MysqlUrl, EmptyPasswordAfterColonIsAllowed) {
+    // MariaDB's root may have an empty password; unlike Redis AUTH that is not ambiguous here.
+    MysqlOptions o = parse_mysql_url("mysql://root:@localhost/lockstep");
+    EXPECT_EQ(o.user, "root");
+    EXPECT_EQ(o.password, "");
+}
+
+TEST(MysqlUrl, PercentEncodedPassword) {
+    MysqlOptions o = parse_mysql_url("mysql://app%2Bro:p%40ss%2Fw%3Ard%25@localhost/shop");
+    EXPECT_EQ(o.user, "app+ro");
+    EXPECT_EQ(o.password, "p@ss/w:rd%");
+}
+
+TEST(MysqlUrl, Ipv6InBrackets) {
+    MysqlOptions o = parse_mysql_url("mysql://root@[::1]:3310/shop");
+    EXPECT_EQ(o.host, "::1");
+    EXPECT_EQ(o.port, 3310);
+}
+
+TEST(MysqlUrl, DatabaseNameCharacters) {
+    EXPECT_EQ(parse_mysql_url("mysql://root@localhost/Shop_2$x").database, "Shop_2$x");
+    EXPECT_EQ(parse_mysql_url("mysql://root@localhost/" + std::string(64, 'd')).database,
+              std::string(64, 'd'));
+}
+
+TEST(MysqlUrl, EveryQueryParameter) {
+    MysqlOptions o = parse_mysql_url(
+        "mysql://root@localhost/shop?connect_timeout=750ms&read_timeout=10s&write_timeout=2m&pool_size=16"
+        "&pool_wait_timeout=1234&validation_interval=3s&statement_cache_size=0");
+    EXPECT_EQ(o.connect_timeout, 750ms);
+    EXPECT_EQ(o.read_timeout, 10s);
+    EXPECT_EQ(o.write_timeout, 2min);
+    EXPECT_EQ(o.pool_size, 16u);
+    EXPECT_EQ(o.pool_wait_timeout, 1234ms);
+    EXPECT_EQ(o.validation_interval, 3s);
+    EXPECT_EQ(o.statement_cache_size, 0u);  // 0 disables the cache
+}
+
+TEST(MysqlUrl, RoundTripsThroughToUrl) {
+    MysqlOptions defaults;
+    defaults.database = "lockstep";
+    MysqlOptions full;
+    full.host = "fe80::7";
+    full.port = 3399;
+    full.user = "app user";
+    full.password = "p@ss:w/o%rd?&=#";
+    full.database = "shop_1";
+    full.connect_timeout = 1ms;
+    full.read_timeout = 24h;
+    full.write_timeout = 90s;
+    full.pool_size = 10000;
+    full.pool_wait_timeout = 0ms;
+    full.validation_interval = 0ms;
+    full.statement_cache_size = 7;
+    MysqlOptions no_password;
+    no_password.user = "reader";
+    no_password.database = "x";
+    for (const MysqlOptions& o : {defaults, full, no_password}) {
+        SCOPED_TRACE(to_url(o));
+        expect_same(parse_mysql_url(to_url(o)), o);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Durations
+
+TEST(Duration, UnitsAndBareMilliseconds) {
+    EXPECT_EQ(parse_duration("250ms", "d"), 250ms);
+    EXPECT_EQ(parse_duration("2s", "d"), 2s);
+    EXPECT_EQ(parse_duration("3m", "d"), 3min);
+    EXPECT_EQ(parse_duration("1500", "d"), 1500ms);
+    EXPECT_EQ(parse_duration("0", "d"), 0ms);
+    EXPECT_EQ(parse_duration("1440m", "d"), 24h);  // a day is the longest accepted
+    EXPECT_EQ(parse_duration("86400s", "d"), 24h);
+}
+
+TEST(Duration, ErrorsNameTheCallersPart) {
+    for (const char* bad :
+         {"", "s", "1h", "1.5s", "-5", "86401s", "1441m", "86400001", "5 s", "5S", "1ms2"}) {
+        SCOPED_TRACE(bad);
+        try {
+            parse_duration(bad, "option 'lease'");
+            ADD_FAILURE() << "accepted";
+        } catch (const ConfigError& e) {
+            EXPECT_EQ(e.part(), "option 'lease'");
+        }
+    }
+}
+
+}  // namespace
+}  // namespace lockstep
