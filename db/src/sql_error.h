@@ -1,0 +1,40 @@
+// Internal to the db layer: the one place where Connector/C++ exceptions become lockstep errors.
+// Every call into cppconn goes through `translate_sql_errors`, so no sql::SQLException ever
+// leaves the db layer and every DbError keeps the server's error code and SQLState.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <cppconn/exception.h>
+
+#include "lockstep/core/error.h"
+
+namespace lockstep::db_detail {
+
+// The DbError for `e`. `during` says what lockstep was doing ("connect to 127.0.0.1:3306",
+// "execute UPDATE products ..."); it is prefixed to the server's message.
+DbError to_db_error(const sql::SQLException& e, std::string_view during);
+
+// True when a connection that raised `error` can no longer be trusted and must be closed rather
+// than reused: the client lost or desynchronised its session (CR_* codes 2000-2999, SQLState
+// class 08) or the server ended it (shutdown, KILL CONNECTION). Server errors such as a
+// duplicate key, a deadlock or a lock-wait timeout leave the session usable.
+bool breaks_connection(const DbError& error) noexcept;
+
+// "execute " + the statement, cut to a readable length. Parameter values are never included:
+// they may be secrets.
+std::string describe_statement(std::string_view verb, std::string_view sql);
+
+// Runs `f`; a sql::SQLException it throws leaves as the matching DbError.
+template <class F>
+decltype(auto) translate_sql_errors(std::string_view during, F&& f) {
+    try {
+        return std::forward<F>(f)();
+    } catch (const sql::SQLException& e) {
+        throw to_db_error(e, during);
+    }
+}
+
+}  // namespace lockstep::db_detail
