@@ -1,0 +1,129 @@
+// RedisLockClient: the per-process side of every distributed lock (RedisMutex,
+// RedisReadWriteLock). Create one per process (per Redis server) and pass it to the locks.
+//
+// It owns
+//   - a random client id; the owner of a hold is "<client id>:<thread number>", where thread
+//     numbers are never reused within a process (unlike pthread ids), so a new thread cannot
+//     "re-enter" a hold left behind by a dead one;
+//   - the hold registry: which thread of this process holds which lock, how often (reentrant
+//     count), with which fencing token, and whether the hold was lost;
+//   - the watchdog thread (L5): it renews every renewed hold of this client at lease/3, all
+//     holds due at about the same time in one pipelined round trip. A renewal that finds the
+//     hold gone marks it lost and reports it (LockLoss), it never re-creates it. A hold that
+//     cannot be renewed for a whole lease (server unreachable) is reported lost as well, and so
+//     is a hold with a fixed (non-renewed) lease once that lease has run out;
+//   - the waiting side (L7, L9): all waiters of this client share the RedisClient's one
+//     subscriber connection; per lock name there is one subscribed channel per client, and a
+//     reconnect of the subscriber wakes every waiter to re-check (messages may have been lost).
+//
+//   lockstep::RedisClient redis(options);
+//   lockstep::RedisLockClient locks(redis);
+//   lockstep::RedisMutex m(locks, "product:42");
+//   { std::scoped_lock hold(m); ... m.fence_token() ... }
+//
+// Thread safety: all members may be called from any thread.
+// REQUIRES: the RedisClient outlives this client, and this client outlives every lock made
+// from it. Destroying the client stops the watchdog; holds still registered then are not
+// released, their leases run out on the server.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "lockstep/cache/redis_client.h"
+#include "lockstep/locks/lock_keys.h"
+
+namespace lockstep {
+
+class RedisMutex;
+class RedisReadWriteLock;
+
+// A fencing token: strictly greater for every new acquisition of a lock name than any token
+// handed out for that name before (see docs/locks.md for what this rests on). Re-entering a
+// hold returns the token of the hold.
+using FenceToken = std::int64_t;
+
+enum class LockLossReason {
+    // A renewal found the hold gone: the lease ran out (e.g. the process was paused) or the
+    // key was deleted (e.g. redis-server restarted without persistence).
+    Expired,
+    // No renewal succeeded for a whole lease (server unreachable): the hold must be presumed gone.
+    Unreachable,
+    // A fixed lease (MutexOptions::renew == false) ran out before unlock.
+    LeaseEnded,
+    // Found gone by unlock or by a reentrant lock of the same thread.
+    FoundGone,
+};
+
+std::string_view to_string(LockLossReason r) noexcept;
+
+// One lost hold, as given to the `on_lost` callbacks.
+struct LockLoss {
+    std::string name;   // lock name as given to the lock
+    std::string key;    // the Redis key of the hold
+    std::string owner;  // "<client id>:<thread number>"
+    LockLossReason reason = LockLossReason::Expired;
+    std::string message;  // human-readable detail
+};
+
+struct LockClientOptions {
+    // Namespace of every key (see LockKeys). Two applications sharing a Redis use two prefixes.
+    std::string prefix = "ls:";
+    // Called once for every hold of this client that is lost, on the thread that notices
+    // (usually the watchdog). Keep it quick; it must not lock or unlock locks of this client.
+    std::function<void(const LockLoss&)> on_lost;
+    // How long a waiting acquirer's queue entry (mutex) or claim (read-write lock) outlives the
+    // moment it planned to re-check. A waiter that dies is dropped this long after that moment.
+    std::chrono::milliseconds waiter_grace{1000};
+    // A waiting RedisReadWriteLock acquirer holds a claim that makes later arrivals of the other
+    // kind wait (writer preference, phase fairness). It re-checks and renews the claim at least
+    // this often, so a dead waiter's claim blocks others for at most claim_refresh + waiter_grace.
+    std::chrono::milliseconds claim_refresh{2000};
+    // TTL of the fencing counter key. Tokens stay increasing when it expires (the server clock
+    // is the floor); while it lives it also covers small backward steps of the server clock.
+    std::chrono::milliseconds fence_counter_ttl{std::chrono::hours(24)};
+};
+
+// Counters, for tests and metrics. Monotonic since construction.
+struct LockClientStats {
+    std::uint64_t acquire_attempts = 0;  // acquire scripts run (first tries and retries)
+    std::uint64_t acquired = 0;          // new acquisitions (not re-entries)
+    std::uint64_t wakeups = 0;           // waiters woken by a release message or reconnect
+    std::uint64_t renew_batches = 0;     // watchdog round trips
+    std::uint64_t renewals = 0;          // holds renewed successfully
+    std::uint64_t losses = 0;            // holds reported lost
+};
+
+class RedisLockClient {
+public:
+    explicit RedisLockClient(RedisClient& redis, LockClientOptions options = {});
+    ~RedisLockClient();
+    RedisLockClient(const RedisLockClient&) = delete;
+    RedisLockClient& operator=(const RedisLockClient&) = delete;
+
+    // 32 lowercase hex digits, random per client.
+    const std::string& id() const noexcept;
+    // The owner string of the calling thread: "<id>:<thread number>".
+    std::string owner_of_this_thread() const;
+    LockKeys keys(std::string_view name) const;
+
+    RedisClient& redis() const noexcept;
+    const LockClientOptions& options() const noexcept;
+    LockClientStats stats() const;
+    // Holds currently tracked (held, or lost and not yet unlocked), over all threads.
+    std::size_t tracked_holds() const;
+
+    struct Impl;  // locks/src/lock_client_impl.h
+
+private:
+    friend class RedisMutex;
+    friend class RedisReadWriteLock;
+    Impl& impl() const noexcept { return *impl_; }
+    std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace lockstep

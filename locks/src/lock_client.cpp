@@ -1,0 +1,717 @@
+#include "lockstep/locks/lock_client.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "lock_client_impl.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
+#include "lockstep/core/logging.h"
+#include "lockstep/locks/lock_errors.h"
+
+namespace lockstep {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// Thread numbers are never reused within a process (pthread ids are), so a thread started
+// after another one died cannot pass for the dead thread and "re-enter" its orphaned hold.
+std::uint64_t this_thread_number() {
+    static std::atomic<std::uint64_t> next{1};
+    thread_local const std::uint64_t n = next.fetch_add(1);
+    return n;
+}
+
+std::string random_client_id() {
+    std::random_device rd;
+    static const char* hex = "0123456789abcdef";
+    std::string id;
+    for (int i = 0; i < 4; ++i) {
+        std::uint32_t v = rd();
+        for (int j = 0; j < 8; ++j) {
+            id += hex[v & 0xf];
+            v >>= 4;
+        }
+    }
+    return id;
+}
+
+long long ms_until(SteadyTime t, SteadyTime now) {
+    if (t <= now) return 0;
+    return std::chrono::ceil<milliseconds>(t - now).count();
+}
+
+}  // namespace
+
+std::string_view to_string(LockLossReason r) noexcept {
+    switch (r) {
+        case LockLossReason::Expired:
+            return "expired";
+        case LockLossReason::Unreachable:
+            return "unreachable";
+        case LockLossReason::LeaseEnded:
+            return "lease ended";
+        case LockLossReason::FoundGone:
+            return "found gone";
+    }
+    return "unknown";
+}
+
+std::string hold_id(const std::string& key, const std::string& owner) {
+    return key + '\n' + owner;
+}
+
+AttemptResult parse_attempt(const RedisReply& reply) {
+    const auto& e = reply.elements();
+    if (e.empty()) throw ProtocolError("lock acquire script returned an empty array");
+    AttemptResult r;
+    r.status = static_cast<AttemptStatus>(e[0].integer());
+    if (e.size() > 1) r.value = e[1].integer();
+    if (e.size() > 2) r.queue_score = e[2].str();
+    return r;
+}
+
+HoldView view_hold(const RedisLockClient::Impl& impl, const std::string& key) {
+    auto h = impl.find_hold(key, impl.owner_of_this_thread());
+    HoldView v;
+    if (!h) return v;
+    std::lock_guard lock(impl.mutex);
+    v.exists = true;
+    v.count = h->count;
+    v.token = h->token;
+    v.lost = h->lost || (!h->renew && SteadyClock::now() >= h->valid_until);
+    return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Impl: construction
+
+RedisLockClient::Impl::Impl(RedisClient& r, LockClientOptions o)
+    : redis(r), options(std::move(o)), id(random_client_id()) {}
+
+RedisLockClient::Impl::~Impl() {
+    stop();
+}
+
+void RedisLockClient::Impl::start() {
+    watchdog = std::thread([this] { watchdog_loop(); });
+}
+
+void RedisLockClient::Impl::stop() {
+    {
+        std::lock_guard lock(mutex);
+        if (stopping) return;
+        stopping = true;
+        std::size_t active = 0;
+        for (const auto& [k, h] : holds) active += (h->active && !h->lost) ? 1 : 0;
+        if (active > 0) {
+            logger()->warn("lock client {} destroyed with {} hold(s) still held; their leases will run out",
+                           id, active);
+        }
+    }
+    watchdog_cv.notify_all();
+    if (watchdog.joinable()) watchdog.join();
+}
+
+std::string RedisLockClient::Impl::owner_of_this_thread() const {
+    return id + ":" + std::to_string(this_thread_number());
+}
+
+std::shared_ptr<Hold> RedisLockClient::Impl::find_hold(const std::string& key,
+                                                       const std::string& owner) const {
+    std::lock_guard lock(mutex);
+    auto it = holds.find(hold_id(key, owner));
+    return it == holds.end() ? nullptr : it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Losses
+
+std::optional<LockLoss> RedisLockClient::Impl::mark_lost_locked(Hold& hold, LockLossReason reason,
+                                                                std::string message) {
+    if (hold.lost) return std::nullopt;
+    hold.lost = true;
+    stats.losses.fetch_add(1);
+    LockLoss loss{hold.name, hold.key, hold.owner, reason, std::move(message)};
+    logger()->warn("lock '{}' ({} hold of {}) lost: {} ({})", hold.name, hold.kind, hold.owner,
+                   to_string(reason), loss.message);
+    return loss;
+}
+
+void RedisLockClient::Impl::report(const std::shared_ptr<Hold>& hold, const LockLoss& loss) {
+    for (const auto* cb : {&options.on_lost, &hold->on_lost}) {
+        if (!*cb) continue;
+        try {
+            (*cb)(loss);
+        } catch (const std::exception& e) {
+            logger()->error("on_lost callback for lock '{}' threw: {}", loss.name, e.what());
+        } catch (...) {
+            logger()->error("on_lost callback for lock '{}' threw", loss.name);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Acquire
+
+namespace {
+
+// One acquire script, with its fault points and counters. A connection error after the script
+// was sent may mean it ran: a fresh acquisition then abandons whatever it may have created
+// (its owner is unique to this thread and it holds nothing locally, so that is safe), and the
+// lease bounds the damage if even that fails.
+AttemptResult attempt_once(RedisLockClient::Impl& impl, LockSide& side, const std::string& owner,
+                           milliseconds lease, bool expect_held, const WaitTicket* ticket) {
+    fault::point(side.fault_points().before_acquire);
+    impl.stats.acquire_attempts.fetch_add(1);
+    AttemptResult r;
+    try {
+        r = side.attempt(owner, lease, expect_held, ticket);
+    } catch (const ConnectionError&) {
+        if (!expect_held) {
+            try {
+                side.release(owner, true);
+            } catch (const std::exception& e) {
+                logger()->warn("lock '{}': could not clean up after a failed acquire: {}", side.name(),
+                               e.what());
+            }
+        }
+        throw;
+    }
+    fault::point(side.fault_points().after_acquire);
+    return r;
+}
+
+// A waiter that gives up withdraws its queue entry or claim. Best effort: if that fails (server
+// unreachable) the entry expires on its own (waiter_grace after the planned re-check).
+void leave_quietly(LockSide& side, const std::string& owner, const WaitTicket& ticket) {
+    try {
+        side.leave(owner, ticket);
+    } catch (const std::exception& e) {
+        logger()->debug("lock '{}': leaving the wait queue failed: {}", side.name(), e.what());
+    }
+}
+
+}  // namespace
+
+bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings,
+                                    std::optional<SteadyTime> deadline) {
+    const std::string owner = owner_of_this_thread();
+    const std::string hid = hold_id(side.hold_key(), owner);
+    std::shared_ptr<Hold> held;
+    {
+        std::lock_guard lock(mutex);
+        absorb_one_unlock.erase(hid);
+        auto it = holds.find(hid);
+        if (it != holds.end()) held = it->second;
+    }
+
+    // L6: re-entry. It still goes to Redis: that refreshes the lease and notices a lost hold.
+    if (held) {
+        {
+            std::lock_guard lock(mutex);
+            if (held->lost) {
+                throw LockLostError("lock '" + side.name() + "': re-entering a " + side.kind() +
+                                    " hold that was lost; unlock it first");
+            }
+        }
+        const SteadyTime sent = SteadyClock::now();
+        AttemptResult r = attempt_once(*this, side, owner, held->lease, true, nullptr);
+        if (r.status == AttemptStatus::Reentered) {
+            std::lock_guard lock(mutex);
+            ++held->count;
+            held->valid_until = std::max(held->valid_until, sent + held->lease);
+            if (!held->renew) held->next_check = held->valid_until;
+            return true;
+        }
+        if (r.status == AttemptStatus::Lost) {
+            std::optional<LockLoss> loss;
+            {
+                std::lock_guard lock(mutex);
+                loss =
+                    mark_lost_locked(*held, LockLossReason::FoundGone, "gone when the holder re-entered it");
+            }
+            if (loss) report(held, *loss);
+            throw LockLostError("lock '" + side.name() + "': the " + side.kind() +
+                                " hold being re-entered was lost (lease ran out or server restarted)");
+        }
+        throw ProtocolError("lock '" + side.name() + "': unexpected answer to a re-entry");
+    }
+
+    auto register_hold = [&](SteadyTime sent, FenceToken token) {
+        auto h = std::make_shared<Hold>();
+        h->name = side.name();
+        h->key = side.hold_key();
+        h->owner = owner;
+        h->kind = side.kind();
+        h->lease = settings.lease;
+        h->renew = settings.renew;
+        h->renew_call = side.renew_call(owner, settings.lease);
+        h->on_lost = settings.on_lost;
+        h->count = 1;
+        h->token = token;
+        h->valid_until = sent + settings.lease;
+        h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
+        stats.acquired.fetch_add(1);
+        {
+            std::lock_guard lock(mutex);
+            holds[hid] = std::move(h);
+        }
+        watchdog_cv.notify_all();
+    };
+
+    // Runs one fresh attempt; true when the outcome is final (acquired).
+    auto fresh = [&](const WaitTicket* ticket, AttemptResult& out) -> bool {
+        for (int tries = 0;; ++tries) {
+            const SteadyTime sent = SteadyClock::now();
+            out = attempt_once(*this, side, owner, settings.lease, false, ticket);
+            switch (out.status) {
+                case AttemptStatus::Acquired:
+                    register_hold(sent, out.value);
+                    return true;
+                case AttemptStatus::Busy:
+                    return false;
+                case AttemptStatus::UpgradeRefused:
+                    throw LockUpgradeError(
+                        "lock '" + side.name() +
+                        "': this thread holds the read side; read -> write upgrade is refused "
+                        "(release the read lock first)");
+                case AttemptStatus::Reentered:
+                    // Redis names this thread as holder but this process does not know the hold (an
+                    // earlier acquire whose reply was lost): drop it and acquire properly.
+                    if (tries > 0)
+                        throw ProtocolError("lock '" + side.name() + "': stale hold could not be cleared");
+                    side.release(owner, true);
+                    continue;
+                case AttemptStatus::Lost:
+                    break;
+            }
+            throw ProtocolError("lock '" + side.name() + "': unexpected answer to an acquire");
+        }
+    };
+
+    AttemptResult r;
+    if (fresh(nullptr, r)) return true;
+    if (!deadline || SteadyClock::now() >= *deadline) return false;
+
+    // L7: subscribe first, then retry, then sleep until a release message or the re-check time.
+    Waiter waiter;
+    waiter.id = id + ":w" + std::to_string(next_waiter.fetch_add(1));
+    std::shared_ptr<Room> room = join_room(side.wait_channel(), waiter);
+    WaitTicket ticket{waiter.id, "", -1};
+    bool ticketed = false;
+    try {
+        for (;;) {
+            {
+                std::lock_guard lock(room->mutex);
+                waiter.woken = false;
+            }
+            const bool unbounded = *deadline == SteadyTime::max();
+            ticket.wait_left_ms = unbounded ? -1 : ms_until(*deadline, SteadyClock::now());
+            ticketed = true;
+            if (fresh(&ticket, r)) {
+                leave_room(room, waiter);
+                return true;
+            }
+            if (!r.queue_score.empty()) ticket.queue_score = r.queue_score;
+            const SteadyTime now = SteadyClock::now();
+            if (now >= *deadline) {
+                ticketed = false;
+                leave_quietly(side, owner, ticket);
+                leave_room(room, waiter);
+                return false;
+            }
+            // +1 ms: the server expires a key only once its expiry time has passed.
+            const SteadyTime wake_at =
+                std::min(*deadline, now + milliseconds(std::max(0LL, r.value)) + milliseconds(1));
+            fault::point("locks.wait.before_sleep");
+            {
+                std::unique_lock lock(room->mutex);
+                waiter.cv.wait_until(lock, wake_at, [&] { return waiter.woken; });
+            }
+            fault::point("locks.wait.after_sleep");
+        }
+    } catch (...) {
+        if (ticketed) leave_quietly(side, owner, ticket);
+        leave_room(room, waiter);
+        throw;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Release
+
+void RedisLockClient::Impl::release(LockSide& side) {
+    const std::string owner = owner_of_this_thread();
+    const std::string hid = hold_id(side.hold_key(), owner);
+    std::shared_ptr<Hold> held;
+    bool last = false;
+    {
+        std::lock_guard lock(mutex);
+        auto it = holds.find(hid);
+        if (it == holds.end()) {
+            if (absorb_one_unlock.erase(hid) > 0) return;  // the guard's unlock after a LockLostError
+            // L10: never a silent success, and nothing is sent: a thread that does not hold the
+            // lock cannot release it.
+            throw NotOwnerError("lock '" + side.name() + "': unlock of a " + side.kind() +
+                                " lock this thread does not hold");
+        }
+        held = it->second;
+        last = held->count == 1;
+    }
+    auto forget = [&] {
+        std::lock_guard lock(mutex);
+        held->active = false;
+        auto it = holds.find(hid);
+        if (it != holds.end() && it->second == held) holds.erase(it);
+    };
+
+    fault::point(side.fault_points().before_release);
+    int r = 0;
+    try {
+        r = side.release(owner, last);
+    } catch (...) {
+        // The release may or may not have run. Stop renewing a last hold (its lease ends it at
+        // the latest); count an inner one down. The caller sees the error.
+        if (last) {
+            forget();
+        } else {
+            std::lock_guard lock(mutex);
+            --held->count;
+        }
+        throw;
+    }
+    fault::point(side.fault_points().after_release);
+
+    if (r == 0) {
+        // L3, L4, L10: the hold is not ours any more (lease ran out, maybe someone else holds it
+        // now, or the server restarted). Nothing was deleted. Report and throw.
+        std::optional<LockLoss> loss;
+        {
+            std::lock_guard lock(mutex);
+            loss = mark_lost_locked(*held, LockLossReason::FoundGone, "gone at unlock");
+            absorb_one_unlock.insert(hid);
+        }
+        forget();
+        if (loss) report(held, *loss);
+        throw LockLostError("lock '" + side.name() + "': unlock of a " + side.kind() +
+                            " hold that was lost (lease ran out or server restarted); the critical "
+                            "section was not protected to its end");
+    }
+    if (last) {
+        forget();
+    } else {
+        std::lock_guard lock(mutex);
+        --held->count;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watchdog (L5)
+
+void RedisLockClient::Impl::watchdog_loop() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+        SteadyTime earliest = SteadyTime::max();
+        for (const auto& [k, h] : holds) {
+            if (h->active && !h->lost) earliest = std::min(earliest, h->next_check);
+        }
+        if (earliest == SteadyTime::max()) {
+            watchdog_cv.wait(lock);
+            continue;
+        }
+        SteadyTime now = SteadyClock::now();
+        if (now < earliest) {
+            watchdog_cv.wait_until(lock, earliest);
+            continue;
+        }
+        std::vector<std::shared_ptr<Hold>> due;
+        std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> ended;
+        for (const auto& [k, h] : holds) {
+            if (!h->active || h->lost) continue;
+            if (!h->renew) {
+                if (h->next_check <= now) {
+                    if (auto loss = mark_lost_locked(*h, LockLossReason::LeaseEnded,
+                                                     "fixed lease ran out before unlock")) {
+                        ended.emplace_back(h, *loss);
+                    }
+                }
+            } else if (h->next_check <= now + h->lease / 12) {
+                // Holds due soon ride along in this batch: one round trip for all of them.
+                due.push_back(h);
+            }
+        }
+        lock.unlock();
+        for (const auto& [h, loss] : ended) report(h, loss);
+        if (!due.empty()) renew_batch(std::move(due));
+        lock.lock();
+    }
+}
+
+void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) {
+    // The race tested by RedisMutexTest.L5_RenewalRacingUnlockNeitherRecreatesNorExtends: an unlock
+    // may happen between here and the round trip. The renew script only extends a hold that is
+    // still this owner's, and results for holds unlocked meanwhile are ignored.
+    fault::point("locks.watchdog.before_renew");
+    const SteadyTime sent = SteadyClock::now();
+    std::vector<std::vector<std::string>> commands;
+    commands.reserve(due.size());
+    for (const auto& h : due) {
+        const RenewCall& c = h->renew_call;
+        std::vector<std::string> cmd{"EVALSHA", c.script->sha1(), std::to_string(c.keys.size())};
+        cmd.insert(cmd.end(), c.keys.begin(), c.keys.end());
+        cmd.insert(cmd.end(), c.args.begin(), c.args.end());
+        commands.push_back(std::move(cmd));
+    }
+    std::vector<RedisReply> replies;
+    std::string failure;
+    try {
+        replies = redis.pipeline(commands);
+        for (std::size_t i = 0; i < replies.size() && i < due.size(); ++i) {
+            // After SCRIPT FLUSH or a server restart: eval() loads the script and retries.
+            if (replies[i].is_error() && replies[i].error_message().rfind("NOSCRIPT", 0) == 0) {
+                const RenewCall& c = due[i]->renew_call;
+                replies[i] = redis.eval(*c.script, c.keys, c.args);
+            }
+        }
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    stats.renew_batches.fetch_add(1);
+
+    std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
+    {
+        std::lock_guard lock(mutex);
+        const SteadyTime now = SteadyClock::now();
+        for (std::size_t i = 0; i < due.size(); ++i) {
+            Hold& h = *due[i];
+            if (!h.active || h.lost) continue;  // unlocked meanwhile: no report, nothing re-created
+            const bool answered =
+                failure.empty() && i < replies.size() && replies[i].type() == RedisReply::Type::Integer;
+            if (answered && replies[i].integer() == 1) {
+                h.valid_until = sent + h.lease;
+                h.next_check = sent + h.lease / 3;
+                stats.renewals.fetch_add(1);
+            } else if (answered) {
+                if (auto loss = mark_lost_locked(h, LockLossReason::Expired, "renewal found the hold gone")) {
+                    losses.emplace_back(due[i], *loss);
+                }
+            } else {
+                std::string why = failure.empty() && i < replies.size() && replies[i].is_error()
+                                      ? replies[i].error_message()
+                                      : failure;
+                if (now >= h.valid_until) {
+                    if (auto loss = mark_lost_locked(h, LockLossReason::Unreachable,
+                                                     "no renewal succeeded for a whole lease: " + why)) {
+                        losses.emplace_back(due[i], *loss);
+                    }
+                } else {
+                    logger()->warn("lock '{}': renewal failed, retrying: {}", h.name, why);
+                    auto retry =
+                        std::clamp<SteadyClock::duration>(h.lease / 10, milliseconds(10), milliseconds(1000));
+                    h.next_check = std::min(h.valid_until, now + retry);
+                }
+            }
+        }
+    }
+    for (const auto& [h, loss] : losses) report(h, loss);
+    fault::point("locks.watchdog.after_renew");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting rooms (L7, L9)
+
+std::shared_ptr<RedisLockClient::Impl::Room> RedisLockClient::Impl::join_room(const std::string& channel,
+                                                                              Waiter& waiter) {
+    std::shared_ptr<Room> room;
+    bool subscribe = false;
+    bool add_listener = false;
+    {
+        std::lock_guard lock(rooms_mutex);
+        if (!reconnect_listener_added) {
+            reconnect_listener_added = true;
+            add_listener = true;
+        }
+        auto& slot = rooms[channel];
+        if (!slot) {
+            slot = std::make_shared<Room>();
+            slot->channel = channel;
+            subscribe = true;
+        }
+        room = slot;
+        ++room->refs;
+    }
+    if (add_listener) {
+        // Messages published while the subscriber was reconnecting are lost: everyone re-checks.
+        std::weak_ptr<Impl> self = weak_from_this();
+        reconnect_listener = redis.subscriber().add_reconnect_listener([self] {
+            if (auto s = self.lock()) s->wake_everyone();
+        });
+    }
+    if (subscribe) {
+        try {
+            std::weak_ptr<Room> weak_room = room;
+            std::weak_ptr<Impl> self = weak_from_this();
+            auto sub = redis.subscriber().subscribe(
+                channel, [weak_room, self](std::string_view, std::string_view msg) {
+                    auto r = weak_room.lock();
+                    auto s = self.lock();
+                    if (r && s) on_message(r, msg, s.get());
+                });
+            std::lock_guard lock(room->mutex);
+            room->subscription = std::move(sub);
+            room->ready = true;
+        } catch (...) {
+            {
+                std::lock_guard lock(room->mutex);
+                room->failed = std::current_exception();
+                room->ready = true;
+            }
+            room->ready_cv.notify_all();
+            {
+                std::lock_guard lock(rooms_mutex);
+                auto it = rooms.find(channel);
+                if (it != rooms.end() && it->second == room) rooms.erase(it);
+                --room->refs;
+            }
+            throw;
+        }
+        room->ready_cv.notify_all();
+    }
+    std::unique_lock lock(room->mutex);
+    room->ready_cv.wait(lock, [&] { return room->ready; });
+    if (room->failed) {
+        auto failed = room->failed;
+        lock.unlock();
+        {
+            std::lock_guard rl(rooms_mutex);
+            --room->refs;
+        }
+        std::rethrow_exception(failed);
+    }
+    room->waiters.push_back(&waiter);
+    return room;
+}
+
+void RedisLockClient::Impl::leave_room(const std::shared_ptr<Room>& room, Waiter& waiter) {
+    {
+        std::lock_guard lock(room->mutex);
+        auto& w = room->waiters;
+        w.erase(std::remove(w.begin(), w.end(), &waiter), w.end());
+    }
+    RedisSubscriber::Subscription last;
+    {
+        std::lock_guard lock(rooms_mutex);
+        if (--room->refs == 0) {
+            auto it = rooms.find(room->channel);
+            if (it != rooms.end() && it->second == room) rooms.erase(it);
+            std::lock_guard rl(room->mutex);
+            last = std::move(room->subscription);
+        }
+    }
+    // `last` unsubscribes here, outside every lock (the subscriber thread may be delivering).
+}
+
+void RedisLockClient::Impl::on_message(const std::shared_ptr<Room>& room, std::string_view message,
+                                       Impl* impl) {
+    std::lock_guard lock(room->mutex);
+    if (room->waiters.empty()) return;
+    Waiter* target = nullptr;
+    if (message.find(':') != std::string_view::npos) {
+        // A mutex release names the one waiter it chose (L9). If that waiter left meanwhile, the
+        // oldest local one re-checks instead.
+        for (Waiter* w : room->waiters) {
+            if (w->id == message) target = w;
+        }
+        if (!target) target = room->waiters.front();
+    }
+    if (target) {
+        target->woken = true;
+        target->cv.notify_one();
+        impl->stats.wakeups.fetch_add(1);
+        return;
+    }
+    for (Waiter* w : room->waiters) {
+        w->woken = true;
+        w->cv.notify_one();
+    }
+    impl->stats.wakeups.fetch_add(room->waiters.size());
+}
+
+void RedisLockClient::Impl::wake_everyone() {
+    std::vector<std::shared_ptr<Room>> all;
+    {
+        std::lock_guard lock(rooms_mutex);
+        for (const auto& [c, r] : rooms) all.push_back(r);
+    }
+    for (const auto& r : all) {
+        std::lock_guard lock(r->mutex);
+        for (Waiter* w : r->waiters) {
+            w->woken = true;
+            w->cv.notify_one();
+        }
+        stats.wakeups.fetch_add(r->waiters.size());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RedisLockClient
+
+RedisLockClient::RedisLockClient(RedisClient& redis, LockClientOptions options)
+    : impl_(std::make_shared<Impl>(redis, std::move(options))) {
+    if (impl_->options.prefix.find_first_of("{}") != std::string::npos) {
+        logger()->debug("lock prefix '{}' contains braces; the hash tag is still shared per name",
+                        impl_->options.prefix);
+    }
+    impl_->start();
+}
+
+RedisLockClient::~RedisLockClient() {
+    impl_->stop();
+    bool listener = false;
+    {
+        std::lock_guard lock(impl_->rooms_mutex);
+        listener = impl_->reconnect_listener_added;
+    }
+    if (listener) impl_->redis.subscriber().remove_reconnect_listener(impl_->reconnect_listener);
+}
+
+const std::string& RedisLockClient::id() const noexcept {
+    return impl_->id;
+}
+std::string RedisLockClient::owner_of_this_thread() const {
+    return impl_->owner_of_this_thread();
+}
+LockKeys RedisLockClient::keys(std::string_view name) const {
+    return LockKeys(impl_->options.prefix, name);
+}
+RedisClient& RedisLockClient::redis() const noexcept {
+    return impl_->redis;
+}
+const LockClientOptions& RedisLockClient::options() const noexcept {
+    return impl_->options;
+}
+
+LockClientStats RedisLockClient::stats() const {
+    const auto& s = impl_->stats;
+    return {s.acquire_attempts.load(), s.acquired.load(), s.wakeups.load(),
+            s.renew_batches.load(),    s.renewals.load(), s.losses.load()};
+}
+
+std::size_t RedisLockClient::tracked_holds() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->holds.size();
+}
+
+// ---------------------------------------------------------------------------------------------
+// LockKeys
+
+LockKeys::LockKeys(std::string_view prefix, std::string_view name) : name_(name) {
+    if (name.empty()) throw ConfigError("lock name", "must not be empty");
+    stem_.reserve(prefix.size() + name.size() + 2);
+    stem_.append(prefix).append("{").append(name).append("}");
+}
+
+}  // namespace lockstep

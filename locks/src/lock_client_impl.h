@@ -1,0 +1,188 @@
+// Internals shared by RedisLockClient, RedisMutex and RedisReadWriteLock: the hold registry,
+// the watchdog, the wait rooms, and the generic acquire / release flow that every lock side
+// (the mutex, the rw lock's read side, its write side) goes through.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lockstep/cache/redis_client.h"
+#include "lockstep/locks/lock_client.h"
+
+namespace lockstep {
+
+using SteadyClock = std::chrono::steady_clock;
+using SteadyTime = SteadyClock::time_point;
+
+enum class AttemptStatus { Busy = 0, Reentered = 1, Acquired = 2, Lost = -2, UpgradeRefused = -3 };
+
+struct AttemptResult {
+    AttemptStatus status = AttemptStatus::Busy;
+    // Acquired: the fencing token (0 where the side has none). Busy: re-check after this many ms.
+    long long value = 0;
+    // Busy, for a queued waiter: its arrival score, to pass back on later tries.
+    std::string queue_score;
+};
+
+// What a waiting acquirer tells the acquire script.
+struct WaitTicket {
+    std::string waiter_id;        // "<client id>:w<n>"
+    std::string queue_score;      // "" on the first try
+    long long wait_left_ms = -1;  // -1: unbounded
+};
+
+// One renewal, as the watchdog sends it (EVALSHA in a pipeline).
+struct RenewCall {
+    const RedisScript* script = nullptr;
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+};
+
+// Fault point names of one side (static strings: fault::point must stay cheap when disarmed).
+struct SideFaultPoints {
+    const char* before_acquire;
+    const char* after_acquire;
+    const char* before_release;
+    const char* after_release;
+};
+
+// One acquirable side of a lock.
+class LockSide {
+public:
+    virtual ~LockSide() = default;
+    virtual const char* kind() const = 0;  // "mutex", "read", "write"
+    virtual const SideFaultPoints& fault_points() const = 0;
+    virtual const std::string& name() const = 0;
+    // The key a hold of this side lives in; with the owner it identifies the hold.
+    virtual const std::string& hold_key() const = 0;
+    // Channel this client listens on while waiting.
+    virtual std::string wait_channel() const = 0;
+    // Runs the acquire script. `ticket` is null for a first try without waiting.
+    virtual AttemptResult attempt(const std::string& owner, std::chrono::milliseconds lease, bool expect_held,
+                                  const WaitTicket* ticket) = 0;
+    // A waiter that gives up withdraws (queue entry, writer claim). Best effort.
+    virtual void leave(const std::string& owner, const WaitTicket& ticket) = 0;
+    // Runs the release script: 0 not held by owner, 1 still held (reentrant), 2 released.
+    virtual int release(const std::string& owner, bool last) = 0;
+    virtual RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const = 0;
+};
+
+// One thread's hold of one lock side, as this process sees it.
+struct Hold {
+    std::string name, key, owner, kind;
+    std::chrono::milliseconds lease{0};
+    bool renew = true;
+    RenewCall renew_call;
+    std::function<void(const LockLoss&)> on_lost;
+
+    // Guarded by Impl::mutex.
+    int count = 0;
+    FenceToken token = 0;
+    SteadyTime valid_until;  // conservative: measured from before the acquire/renewal was sent
+    SteadyTime next_check;   // watchdog: next renewal (renew) or the lease end (fixed lease)
+    bool lost = false;
+    bool active = true;  // false once unlocked or forgotten: late renewal results are ignored
+};
+
+struct HoldSettings {
+    std::chrono::milliseconds lease{30000};
+    bool renew = true;
+    std::function<void(const LockLoss&)> on_lost;
+};
+
+struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Impl> {
+    Impl(RedisClient& redis, LockClientOptions options);
+    ~Impl();
+
+    void start();  // starts the watchdog (needs shared_from_this)
+    void stop();
+
+    // The generic flows. `deadline` unset: one attempt, no waiting; SteadyTime::max(): forever.
+    bool acquire(LockSide& side, const HoldSettings& settings, std::optional<SteadyTime> deadline);
+    void release(LockSide& side);
+
+    std::string owner_of_this_thread() const;
+    std::shared_ptr<Hold> find_hold(const std::string& key, const std::string& owner) const;
+
+    RedisClient& redis;
+    LockClientOptions options;
+    std::string id;
+
+    struct Stats {
+        std::atomic<std::uint64_t> acquire_attempts{0}, acquired{0}, wakeups{0}, renew_batches{0},
+            renewals{0}, losses{0};
+    } stats;
+
+    // ---- registry and watchdog
+    mutable std::mutex mutex;
+    std::condition_variable watchdog_cv;
+    bool stopping = false;
+    std::thread watchdog;
+    std::map<std::string, std::shared_ptr<Hold>> holds;  // key '\n' owner -> hold
+    // Holds whose unlock threw LockLostError: one more unlock by the same thread is absorbed
+    // (the std guard's destructor after an explicit guard.unlock() in a try block).
+    std::set<std::string> absorb_one_unlock;
+
+    // Marks a hold lost (under `mutex`); returns the loss to report, or nothing if it already was.
+    std::optional<LockLoss> mark_lost_locked(Hold& hold, LockLossReason reason, std::string message);
+    void report(const std::shared_ptr<Hold>& hold, const LockLoss& loss);
+    void watchdog_loop();
+    void renew_batch(std::vector<std::shared_ptr<Hold>> due);
+
+    // ---- waiting
+    struct Waiter {
+        std::string id;
+        std::condition_variable cv;
+        bool woken = false;  // guarded by the room's mutex
+    };
+    struct Room {
+        std::string channel;
+        std::mutex mutex;
+        std::condition_variable ready_cv;
+        bool ready = false;
+        std::exception_ptr failed;
+        std::vector<Waiter*> waiters;  // arrival order; guarded by mutex
+        RedisSubscriber::Subscription subscription;
+        int refs = 0;  // guarded by Impl::rooms_mutex
+    };
+    std::mutex rooms_mutex;
+    std::map<std::string, std::shared_ptr<Room>> rooms;
+    bool reconnect_listener_added = false;  // guarded by rooms_mutex
+    std::atomic<std::uint64_t> reconnect_listener{0};
+    std::atomic<std::uint64_t> next_waiter{1};
+
+    // Subscribes (first waiter of this client on `channel`) and returns after the server
+    // confirmed, so a release published afterwards reaches the waiter (L7).
+    std::shared_ptr<Room> join_room(const std::string& channel, Waiter& waiter);
+    void leave_room(const std::shared_ptr<Room>& room, Waiter& waiter);
+    static void on_message(const std::shared_ptr<Room>& room, std::string_view message, Impl* impl);
+    void wake_everyone();
+};
+
+std::string hold_id(const std::string& key, const std::string& owner);
+
+// The {status, value[, queue score]} array every acquire script returns.
+AttemptResult parse_attempt(const RedisReply& reply);
+
+// The calling thread's hold of `key`, as a copy (for lost(), hold_count(), fence_token()).
+struct HoldView {
+    bool exists = false;
+    int count = 0;
+    FenceToken token = 0;
+    bool lost = false;  // known lost, or its fixed lease has run out
+};
+HoldView view_hold(const RedisLockClient::Impl& impl, const std::string& key);
+
+}  // namespace lockstep

@@ -1,0 +1,197 @@
+#include "lockstep/locks/redis_read_write_lock.h"
+
+#include "lock_client_impl.h"
+#include "lock_scripts.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+
+namespace {
+
+std::string ms(std::chrono::milliseconds d) {
+    return std::to_string(d.count());
+}
+
+// The read side: a reader-count hash plus a zset of each reader's own lease. A release is
+// announced to all of this lock's waiters (waiting readers may all read together).
+class ReadSide final : public LockSide {
+public:
+    ReadSide(RedisLockClient::Impl& impl, const LockKeys& keys)
+        : impl_(impl), keys_(keys), key_(keys.rw_readers()) {}
+
+    const char* kind() const override { return "read"; }
+    const SideFaultPoints& fault_points() const override {
+        static const SideFaultPoints points{"locks.read.before_acquire", "locks.read.after_acquire",
+                                            "locks.read.before_release", "locks.read.after_release"};
+        return points;
+    }
+    const std::string& name() const override { return keys_.name(); }
+    const std::string& hold_key() const override { return key_; }
+    std::string wait_channel() const override { return keys_.rw_channel(); }
+
+    AttemptResult attempt(const std::string& owner, std::chrono::milliseconds lease, bool expect_held,
+                          const WaitTicket* ticket) override {
+        return parse_attempt(
+            impl_.redis.eval(lock_scripts::rw_read_acquire(),
+                             {keys_.rw_writer(), key_, keys_.rw_reader_expiry(), keys_.rw_writer_claims(),
+                              keys_.rw_reader_claims(), keys_.rw_claim_expiry()},
+                             {owner, ms(lease), expect_held ? "1" : "0", ticket ? "1" : "0",
+                              ticket ? std::to_string(ticket->wait_left_ms) : "-1",
+                              ms(impl_.options.claim_refresh), ms(impl_.options.waiter_grace)}));
+    }
+    void leave(const std::string& owner, const WaitTicket&) override {
+        impl_.redis.eval(lock_scripts::rw_leave(), {keys_.rw_reader_claims(), keys_.rw_claim_expiry()},
+                         {owner, "r:", keys_.rw_channel()});
+    }
+    int release(const std::string& owner, bool last) override {
+        return static_cast<int>(impl_.redis
+                                    .eval(lock_scripts::rw_read_release(), {key_, keys_.rw_reader_expiry()},
+                                          {owner, last ? "1" : "0", keys_.rw_channel()})
+                                    .integer());
+    }
+    RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
+        return {&lock_scripts::rw_read_renew(), {key_, keys_.rw_reader_expiry()}, {owner, ms(lease)}};
+    }
+
+private:
+    RedisLockClient::Impl& impl_;
+    const LockKeys& keys_;
+    std::string key_;
+};
+
+// The write side: like a mutex hash. Waiting readers and writers take turns by claim arrival.
+class WriteSide final : public LockSide {
+public:
+    WriteSide(RedisLockClient::Impl& impl, const LockKeys& keys)
+        : impl_(impl), keys_(keys), key_(keys.rw_writer()) {}
+
+    const char* kind() const override { return "write"; }
+    const SideFaultPoints& fault_points() const override {
+        static const SideFaultPoints points{"locks.write.before_acquire", "locks.write.after_acquire",
+                                            "locks.write.before_release", "locks.write.after_release"};
+        return points;
+    }
+    const std::string& name() const override { return keys_.name(); }
+    const std::string& hold_key() const override { return key_; }
+    std::string wait_channel() const override { return keys_.rw_channel(); }
+
+    AttemptResult attempt(const std::string& owner, std::chrono::milliseconds lease, bool expect_held,
+                          const WaitTicket* ticket) override {
+        return parse_attempt(impl_.redis.eval(
+            lock_scripts::rw_write_acquire(),
+            {key_, keys_.rw_readers(), keys_.rw_reader_expiry(), keys_.rw_writer_claims(),
+             keys_.rw_reader_claims(), keys_.rw_claim_expiry(), keys_.fence()},
+            {owner, ms(lease), expect_held ? "1" : "0", ticket ? "1" : "0",
+             ticket ? std::to_string(ticket->wait_left_ms) : "-1", ms(impl_.options.claim_refresh),
+             ms(impl_.options.waiter_grace), ms(impl_.options.fence_counter_ttl)}));
+    }
+    void leave(const std::string& owner, const WaitTicket&) override {
+        impl_.redis.eval(lock_scripts::rw_leave(), {keys_.rw_writer_claims(), keys_.rw_claim_expiry()},
+                         {owner, "w:", keys_.rw_channel()});
+    }
+    int release(const std::string& owner, bool last) override {
+        return static_cast<int>(
+            impl_.redis
+                .eval(lock_scripts::rw_write_release(), {key_}, {owner, last ? "1" : "0", keys_.rw_channel()})
+                .integer());
+    }
+    RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
+        return {&lock_scripts::hash_hold_renew(), {key_}, {owner, ms(lease)}};
+    }
+
+private:
+    RedisLockClient::Impl& impl_;
+    const LockKeys& keys_;
+    std::string key_;
+};
+
+HoldSettings settings_of(const ReadWriteLockOptions& o) {
+    return {o.lease, o.renew, o.on_lost};
+}
+
+}  // namespace
+
+RedisReadWriteLock::RedisReadWriteLock(RedisLockClient& client, std::string name,
+                                       ReadWriteLockOptions options)
+    : client_(client), keys_(client.keys(name)), options_(std::move(options)) {
+    if (options_.lease < std::chrono::milliseconds(3)) throw ConfigError("lease", "must be at least 3 ms");
+}
+
+void RedisReadWriteLock::check_upgrade() const {
+    // Refused here, without a round trip, and again by the acquire script.
+    if (read_hold_count() > 0 && write_hold_count() == 0) {
+        throw LockUpgradeError("lock '" + keys_.name() +
+                               "': this thread holds the read side; read -> write upgrade is refused "
+                               "(release the read lock first, then re-check what was read)");
+    }
+}
+
+bool RedisReadWriteLock::try_lock_until_steady(bool shared, std::chrono::steady_clock::time_point deadline) {
+    auto& impl = client_.impl();
+    if (shared) {
+        ReadSide side(impl, keys_);
+        return impl.acquire(side, settings_of(options_), deadline);
+    }
+    check_upgrade();
+    WriteSide side(impl, keys_);
+    return impl.acquire(side, settings_of(options_), deadline);
+}
+
+void RedisReadWriteLock::lock() {
+    const SteadyTime deadline =
+        options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
+    if (!try_lock_until_steady(false, deadline)) {
+        throw TimeoutError("write lock '" + keys_.name() + "' not acquired within max_wait");
+    }
+}
+
+bool RedisReadWriteLock::try_lock() {
+    check_upgrade();
+    WriteSide side(client_.impl(), keys_);
+    return client_.impl().acquire(side, settings_of(options_), std::nullopt);
+}
+
+void RedisReadWriteLock::unlock() {
+    WriteSide side(client_.impl(), keys_);
+    client_.impl().release(side);
+}
+
+void RedisReadWriteLock::lock_shared() {
+    const SteadyTime deadline =
+        options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
+    if (!try_lock_until_steady(true, deadline)) {
+        throw TimeoutError("read lock '" + keys_.name() + "' not acquired within max_wait");
+    }
+}
+
+bool RedisReadWriteLock::try_lock_shared() {
+    ReadSide side(client_.impl(), keys_);
+    return client_.impl().acquire(side, settings_of(options_), std::nullopt);
+}
+
+void RedisReadWriteLock::unlock_shared() {
+    ReadSide side(client_.impl(), keys_);
+    client_.impl().release(side);
+}
+
+bool RedisReadWriteLock::lost() const {
+    return view_hold(client_.impl(), keys_.rw_writer()).lost ||
+           view_hold(client_.impl(), keys_.rw_readers()).lost;
+}
+int RedisReadWriteLock::write_hold_count() const {
+    return view_hold(client_.impl(), keys_.rw_writer()).count;
+}
+int RedisReadWriteLock::read_hold_count() const {
+    return view_hold(client_.impl(), keys_.rw_readers()).count;
+}
+
+FenceToken RedisReadWriteLock::fence_token() const {
+    HoldView v = view_hold(client_.impl(), keys_.rw_writer());
+    if (!v.exists) {
+        throw NotOwnerError("lock '" + keys_.name() +
+                            "': fence_token() by a thread that does not hold the write side");
+    }
+    return v.token;
+}
+
+}  // namespace lockstep

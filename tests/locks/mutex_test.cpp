@@ -1,0 +1,522 @@
+// RedisMutex against a real redis-server. Test names carry the RACES.md id they show closed.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../../locks/src/lock_scripts.h"  // to drive the release script as a foreign client would
+#include "locks_test_support.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
+#include "lockstep/locks/redis_mutex.h"
+#include "test_servers.h"
+
+// GCC before 14 warns about omitted members even with designated initializers (PR 96868).
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace lockstep {
+namespace {
+
+using namespace std::chrono_literals;
+using test::LockProcess;
+using Clock = std::chrono::steady_clock;
+
+long long ms_since(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// Waits (polling, test side only) until `pred` holds or `timeout` passes.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(5ms);
+    }
+    return pred();
+}
+
+// Counts arrivals at a fault point without blocking.
+struct Arrivals {
+    std::mutex m;
+    std::condition_variable cv;
+    int n = 0;
+    fault::Action action() {
+        return [this] {
+            std::lock_guard l(m);
+            ++n;
+            cv.notify_all();
+        };
+    }
+    bool wait_for(int count, std::chrono::milliseconds timeout) {
+        std::unique_lock l(m);
+        return cv.wait_for(l, timeout, [&] { return n >= count; });
+    }
+    int get() {
+        std::lock_guard l(m);
+        return n;
+    }
+};
+
+class RedisMutexTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        prefix_ = test::unique_prefix();
+        a_ = std::make_unique<LockProcess>(prefix_);
+        b_ = std::make_unique<LockProcess>(prefix_);
+    }
+    std::string owner_field(RedisClient& redis, const LockKeys& keys) {
+        auto r = redis.command({"HKEYS", keys.mutex()});
+        return r.elements().empty() ? "" : r.elements()[0].str();
+    }
+    std::string prefix_;
+    std::unique_ptr<LockProcess> a_, b_;  // two "processes": separate clients and connections
+};
+
+TEST_F(RedisMutexTest, SatisfiesTimedLockableWithStdGuards) {
+    RedisMutex m(*a_->locks, "std");
+    {
+        std::scoped_lock hold(m);
+        EXPECT_TRUE(m.held_by_this_thread());
+    }
+    {
+        std::unique_lock hold(m, 200ms);
+        EXPECT_TRUE(hold.owns_lock());
+    }
+    {
+        std::lock_guard hold(m);
+        EXPECT_EQ(m.hold_count(), 1);
+    }
+    EXPECT_TRUE(m.try_lock_until(std::chrono::system_clock::now() + 100ms));
+    m.unlock();
+    EXPECT_TRUE(m.try_lock_for(std::chrono::hours::max()));  // saturates, no overflow
+    m.unlock();
+    EXPECT_TRUE(m.try_lock_for(-5s));  // a past deadline still makes one attempt
+    m.unlock();
+    EXPECT_FALSE(m.held_by_this_thread());
+    EXPECT_EQ(a_->locks->tracked_holds(), 0u);
+}
+
+TEST_F(RedisMutexTest, L1_L2_OwnerAndServerSideTtlAreSetInOneStep) {
+    RedisMutex m(*a_->locks, "ttl", {.lease = 5000ms});
+    // Stop right after the acquire script: the key must already carry owner and TTL.
+    long long pttl = -3;
+    std::string owner;
+    auto armed = fault::arm("locks.mutex.after_acquire", [&] {
+        pttl = a_->redis->command({"PTTL", m.keys().mutex()}).integer();
+        owner = owner_field(*a_->redis, m.keys());
+    });
+    m.lock();
+    armed.disarm();
+    EXPECT_GT(pttl, 4000);
+    EXPECT_LE(pttl, 5000);
+    EXPECT_EQ(owner, a_->locks->owner_of_this_thread());
+    m.unlock();
+}
+
+TEST_F(RedisMutexTest, L3_ReleaseByNonOwnerIsRefused) {
+    RedisMutex ma(*a_->locks, "l3");
+    RedisMutex mb(*b_->locks, "l3");
+    ma.lock();
+    // Another process's thread, and another thread of the same process: typed error, no effect.
+    std::thread([&] { EXPECT_THROW(mb.unlock(), NotOwnerError); }).join();
+    std::thread([&] { EXPECT_THROW(ma.unlock(), NotOwnerError); }).join();
+    // Even a client that sends the release script with its own owner id changes nothing.
+    auto r = b_->redis->eval(lock_scripts::mutex_release(),
+                             {ma.keys().mutex(), ma.keys().mutex_queue(), ma.keys().mutex_queue_expiry()},
+                             {b_->locks->owner_of_this_thread(), "1"});
+    EXPECT_EQ(r.integer(), 0);
+    EXPECT_EQ(owner_field(*a_->redis, ma.keys()), a_->locks->owner_of_this_thread());
+    std::thread([&] { EXPECT_FALSE(mb.try_lock()); }).join();
+    ma.unlock();
+    std::thread([&] {
+        EXPECT_TRUE(mb.try_lock());
+        mb.unlock();
+    }).join();
+}
+
+TEST_F(RedisMutexTest, L4_OwnerCheckAndDeleteCannotBeSplitByExpiry) {
+    // A pauses between deciding to release and the release itself; its lease runs out; B takes
+    // the lock; A's release must not delete B's lock.
+    RedisMutex ma(*a_->locks, "l4", {.lease = 300ms, .renew = false});
+    RedisMutex mb(*b_->locks, "l4");
+    ma.lock();
+    fault::Gate gate;
+    auto armed =
+        fault::arm("locks.mutex.before_release", gate.action(), {.only_thread = std::this_thread::get_id()});
+    std::thread b([&] {
+        ASSERT_TRUE(gate.wait_arrivals(1, 5s));
+        ASSERT_TRUE(mb.try_lock_for(2s));  // after A's lease ran out
+        gate.open();
+        // B keeps holding while A's release runs.
+        std::this_thread::sleep_for(300ms);
+        EXPECT_TRUE(mb.held_by_this_thread());
+        EXPECT_FALSE(mb.lost());
+        mb.unlock();  // B's lock was intact
+    });
+    EXPECT_THROW(ma.unlock(), LockLostError);
+    // B still holds it: its owner field is there.
+    EXPECT_TRUE(eventually([&] { return !owner_field(*a_->redis, ma.keys()).empty(); }, 1s));
+    b.join();
+}
+
+TEST_F(RedisMutexTest, L10_UnlockAfterLossThrowsAndNewOwnerKeepsTheLock) {
+    std::atomic<int> callbacks{0};
+    LockLossReason reason{};
+    RedisMutex ma(*a_->locks, "l10", {.lease = 300ms, .renew = false, .on_lost = [&](const LockLoss& l) {
+                                          reason = l.reason;
+                                          callbacks.fetch_add(1);
+                                      }});
+    RedisMutex mb(*b_->locks, "l10");
+    ma.lock();
+    std::this_thread::sleep_for(400ms);
+    EXPECT_TRUE(ma.lost());
+    EXPECT_TRUE(eventually([&] { return callbacks.load() == 1; }, 1s));
+    EXPECT_EQ(reason, LockLossReason::LeaseEnded);
+    ASSERT_TRUE(mb.try_lock());  // another client: another owner, even in this thread
+    EXPECT_THROW(ma.unlock(), LockLostError);
+    EXPECT_EQ(owner_field(*a_->redis, ma.keys()).substr(0, 32), b_->locks->id());
+    EXPECT_EQ(callbacks.load(), 1);  // reported once
+    // Not holding any more: a further unlock is absorbed once (the guard pattern below), then
+    // NotOwnerError.
+    ma.unlock();
+    EXPECT_THROW(ma.unlock(), NotOwnerError);
+    EXPECT_TRUE(mb.held_by_this_thread());
+    mb.unlock();
+}
+
+TEST_F(RedisMutexTest, L10_UniqueLockCanCatchTheLossWithoutTerminating) {
+    RedisMutex m(*a_->locks, "l10guard", {.lease = 200ms, .renew = false});
+    {
+        std::unique_lock hold(m);
+        a_->redis->del({m.keys().mutex()});  // e.g. the server lost it
+        EXPECT_THROW(hold.unlock(), LockLostError);
+    }  // the guard's destructor unlocks again: absorbed, no terminate
+    EXPECT_FALSE(m.held_by_this_thread());
+}
+
+TEST_F(RedisMutexTest, L6_ReentrantAcrossObjectsOfTheSameName) {
+    RedisMutex outer(*a_->locks, "l6");
+    RedisMutex inner(*a_->locks, "l6");
+    RedisMutex other(*b_->locks, "l6");
+    outer.lock();
+    const FenceToken t = outer.fence_token();
+    ASSERT_TRUE(inner.try_lock());  // same thread: re-entry, not a deadlock
+    EXPECT_EQ(inner.hold_count(), 2);
+    EXPECT_EQ(inner.fence_token(), t);  // re-entry keeps the token
+    auto count = a_->redis->command({"HGET", outer.keys().mutex(), a_->locks->owner_of_this_thread()});
+    EXPECT_EQ(count.str(), "2");
+    inner.unlock();
+    std::thread([&] { EXPECT_FALSE(other.try_lock()); }).join();
+    outer.unlock();
+    std::thread([&] {
+        EXPECT_TRUE(other.try_lock());
+        other.unlock();
+    }).join();
+}
+
+TEST_F(RedisMutexTest, L6_ReenteringALostHoldThrows) {
+    RedisMutex m(*a_->locks, "l6lost");
+    m.lock();
+    a_->redis->del({m.keys().mutex()});
+    EXPECT_THROW(m.lock(), LockLostError);
+    EXPECT_FALSE(a_->redis->get(m.keys().mutex()).has_value());  // not re-created
+    EXPECT_THROW(m.unlock(), LockLostError);
+}
+
+TEST_F(RedisMutexTest, L5_RenewalKeepsTheLockAndFindingItGoneReportsLoss) {
+    std::atomic<int> lost{0};
+    RedisMutex m(*a_->locks, "l5renew", {.lease = 600ms, .on_lost = [&](const LockLoss& l) {
+                                             EXPECT_EQ(l.reason, LockLossReason::Expired);
+                                             lost.fetch_add(1);
+                                         }});
+    m.lock();
+    std::this_thread::sleep_for(1500ms);  // 2.5 leases
+    EXPECT_FALSE(m.lost());
+    EXPECT_GT(a_->redis->command({"PTTL", m.keys().mutex()}).integer(), 0);
+    EXPECT_GE(a_->locks->stats().renewals, 3u);
+    a_->redis->del({m.keys().mutex()});
+    ASSERT_TRUE(eventually([&] { return m.lost(); }, 1s));
+    EXPECT_EQ(lost.load(), 1);
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(a_->redis->command({"EXISTS", m.keys().mutex()}).integer(), 0);  // never re-created
+    EXPECT_THROW(m.unlock(), LockLostError);
+}
+
+TEST_F(RedisMutexTest, L5_RenewalRacingUnlockNeitherRecreatesNorExtends) {
+    std::atomic<int> lost{0};
+    LockClientOptions o;
+    o.on_lost = [&](const LockLoss&) { lost.fetch_add(1); };
+    LockProcess c(prefix_, o);
+    RedisMutex m(*c.locks, "l5race", {.lease = 900ms});
+    RedisMutex mb(*b_->locks, "l5race", {.lease = 30000ms});
+    fault::Gate gate;
+    Arrivals renewed;
+    auto before = fault::arm("locks.watchdog.before_renew", gate.action(), {.times = 1});
+    auto after = fault::arm("locks.watchdog.after_renew", renewed.action());
+    m.lock();
+    // The watchdog has picked the hold for renewal and stops just before sending it.
+    ASSERT_TRUE(gate.wait_arrivals(1, 3s));
+    m.unlock();
+    // Someone else (another client: another owner, even in this thread) takes it, long lease.
+    ASSERT_TRUE(mb.try_lock());
+    const long long pttl_before = b_->redis->command({"PTTL", m.keys().mutex()}).integer();
+    gate.open();  // the stale renewal goes out now
+    ASSERT_TRUE(renewed.wait_for(1, 3s));
+    // It did not re-create A's hold, nor extend B's lock to A's lease, nor report a loss.
+    const std::string owner = owner_field(*b_->redis, m.keys());
+    EXPECT_EQ(owner.substr(0, 32), b_->locks->id());
+    EXPECT_EQ(b_->redis->command({"HLEN", m.keys().mutex()}).integer(), 1);
+    const long long pttl_after = b_->redis->command({"PTTL", m.keys().mutex()}).integer();
+    EXPECT_LE(pttl_after, pttl_before);
+    EXPECT_GT(pttl_after, 25000) << "B's 30 s lease was cut to A's lease by a stale renewal";
+    EXPECT_EQ(lost.load(), 0);
+    EXPECT_EQ(c.locks->tracked_holds(), 0u);
+    mb.unlock();
+}
+
+TEST_F(RedisMutexTest, L5_WatchdogRenewsManyHoldsInBatches) {
+    constexpr int kHolds = 20;
+    std::vector<std::unique_ptr<RedisMutex>> ms;
+    for (int i = 0; i < kHolds; ++i) {
+        ms.push_back(std::make_unique<RedisMutex>(*a_->locks, "batch" + std::to_string(i),
+                                                  MutexOptions{.lease = 900ms}));
+    }
+    for (auto& m : ms) m->lock();
+    const auto s0 = a_->locks->stats();
+    std::this_thread::sleep_for(1300ms);
+    const auto s1 = a_->locks->stats();
+    const auto renewals = s1.renewals - s0.renewals;
+    const auto batches = s1.renew_batches - s0.renew_batches;
+    EXPECT_GE(renewals, 2u * kHolds);
+    EXPECT_LE(batches * 4, renewals) << "renewals should share round trips";
+    for (auto& m : ms) {
+        EXPECT_FALSE(m->lost());
+        m->unlock();
+    }
+}
+
+TEST_F(RedisMutexTest, L7_HandOverWithoutPollingWithin50msMedian) {
+    // 30 s lease: a hand-over by TTL would take ~30 s; only the release message explains a fast one.
+    RedisMutex holder(*a_->locks, "handover", {.lease = 30000ms});
+    RedisMutex waiter(*b_->locks, "handover", {.lease = 30000ms});
+    Arrivals sleeping;
+    auto armed = fault::arm("locks.wait.before_sleep", sleeping.action());
+    std::vector<double> latencies;
+    std::mutex m;
+    std::condition_variable cv;
+    int round = 0;
+    Clock::time_point released;
+    std::thread w([&] {
+        for (int i = 1; i <= 50; ++i) {
+            {
+                std::unique_lock l(m);
+                cv.wait(l, [&] { return round >= i; });
+            }
+            waiter.lock();
+            auto got = Clock::now();
+            {
+                std::lock_guard l(m);
+                latencies.push_back(std::chrono::duration<double, std::milli>(got - released).count());
+            }
+            waiter.unlock();
+            {
+                std::lock_guard l(m);
+                round = -i;  // done with round i
+            }
+            cv.notify_all();
+        }
+    });
+    for (int i = 1; i <= 50; ++i) {
+        holder.lock();
+        const int before = sleeping.get();
+        {
+            std::lock_guard l(m);
+            round = i;
+        }
+        cv.notify_all();
+        ASSERT_TRUE(sleeping.wait_for(before + 1, 5s));  // the waiter is asleep on the lock
+        std::this_thread::sleep_for(2ms);
+        {
+            std::lock_guard l(m);
+            released = Clock::now();
+        }
+        holder.unlock();
+        std::unique_lock l(m);
+        ASSERT_TRUE(cv.wait_for(l, 10s, [&] { return round == -i; }));
+    }
+    w.join();
+    std::sort(latencies.begin(), latencies.end());
+    const double median = latencies[latencies.size() / 2];
+    std::cout << "[ measure  ] hand-over latency over 50: median " << median << " ms, max "
+              << latencies.back() << " ms\n";
+    EXPECT_LT(median, 50.0);
+}
+
+TEST_F(RedisMutexTest, L7_WaiterSleepsInsteadOfPolling) {
+    RedisMutex holder(*a_->locks, "nopoll", {.lease = 30000ms});
+    RedisMutex waiter(*b_->locks, "nopoll", {.lease = 30000ms});
+    holder.lock();
+    const auto before = b_->locks->stats().acquire_attempts;
+    std::thread w([&] { EXPECT_FALSE(waiter.try_lock_for(1500ms)); });
+    w.join();
+    // First try, one queued retry, one last try at the deadline: no polling loop.
+    EXPECT_LE(b_->locks->stats().acquire_attempts - before, 3u);
+    holder.unlock();
+    // The waiter that gave up left the queue.
+    EXPECT_EQ(a_->redis->command({"ZCARD", holder.keys().mutex_queue()}).integer(), 0);
+}
+
+TEST_F(RedisMutexTest, L7_LostWakeUpCostsAtMostTheRemainingTtl) {
+    // The holder never releases (as if its release message were lost): the waiter still gets
+    // the lock when the lease runs out, not later.
+    RedisMutex holder(*a_->locks, "lostwake", {.lease = 800ms, .renew = false});
+    RedisMutex waiter(*b_->locks, "lostwake");
+    holder.lock();
+    const auto t0 = Clock::now();
+    std::thread w([&] {
+        EXPECT_TRUE(waiter.try_lock_for(5s));
+        waiter.unlock();
+    });
+    w.join();
+    const long long waited = ms_since(t0);
+    EXPECT_GE(waited, 600);
+    EXPECT_LE(waited, 800 + 200);
+    EXPECT_THROW(holder.unlock(), LockLostError);
+}
+
+TEST_F(RedisMutexTest, L9_ReleaseWakesExactlyOneWaiter) {
+    constexpr int kWaiters = 6;  // 3 in each of two clients
+    RedisMutex holder(*a_->locks, "herd", {.lease = 30000ms});
+    holder.lock();
+    Arrivals sleeping;
+    auto armed = fault::arm("locks.wait.before_sleep", sleeping.action());
+    std::atomic<int> acquired{0};
+    std::vector<std::thread> ws;
+    for (int i = 0; i < kWaiters; ++i) {
+        ws.emplace_back([&, i] {
+            RedisMutex m(i % 2 ? *a_->locks : *b_->locks, "herd", {.lease = 30000ms});
+            m.lock();
+            acquired.fetch_add(1);
+            std::this_thread::sleep_for(50ms);
+            m.unlock();
+        });
+    }
+    ASSERT_TRUE(sleeping.wait_for(kWaiters, 5s));
+    std::this_thread::sleep_for(100ms);
+    auto attempts = [&] { return a_->locks->stats().acquire_attempts + b_->locks->stats().acquire_attempts; };
+    auto wakeups = [&] { return a_->locks->stats().wakeups + b_->locks->stats().wakeups; };
+    const auto attempts0 = attempts();
+    const auto wakeups0 = wakeups();
+    holder.unlock();
+    ASSERT_TRUE(eventually([&] { return acquired.load() == 1; }, 2s));
+    std::this_thread::sleep_for(20ms);  // before the woken one releases
+    EXPECT_EQ(wakeups() - wakeups0, 1u) << "one release, one wake-up";
+    EXPECT_EQ(attempts() - attempts0, 1u) << "only the woken waiter went to Redis";
+    for (auto& t : ws) t.join();
+    EXPECT_EQ(acquired.load(), kWaiters);
+    // Every hand-over woke exactly one waiter: no herd over the whole run.
+    EXPECT_EQ(wakeups() - wakeups0, static_cast<std::uint64_t>(kWaiters));
+}
+
+TEST_F(RedisMutexTest, O1_WithoutTheLockAForcedInterleavingLosesAnUpdate) {
+    const std::string key = prefix_ + "counter-unlocked";
+    a_->redis->set(key, "0");
+    fault::Barrier both_read(2);
+    auto increment = [&] {
+        auto v = a_->redis->get(key);
+        both_read.arrive_and_wait();  // both have read the same value
+        a_->redis->set(key, std::to_string(std::stoll(*v) + 1));
+    };
+    std::thread t1(increment), t2(increment);
+    t1.join();
+    t2.join();
+    EXPECT_EQ(*a_->redis->get(key), "1") << "two increments, one lost";
+}
+
+TEST_F(RedisMutexTest, O1_WithTheLockTheSameInterleavingCannotHappen) {
+    const std::string key = prefix_ + "counter-locked";
+    a_->redis->set(key, "0");
+    RedisMutex ma(*a_->locks, "counter");
+    RedisMutex mb(*b_->locks, "counter");
+    fault::Gate after_read;
+    Arrivals b_sleeping;
+    auto armed_sleep = fault::arm("locks.wait.before_sleep", b_sleeping.action());
+    std::thread a([&] {
+        std::scoped_lock hold(ma);
+        auto v = a_->redis->get(key);
+        after_read.action()();  // A has read; B now tries its read-modify-write
+        a_->redis->set(key, std::to_string(std::stoll(*v) + 1));
+    });
+    ASSERT_TRUE(after_read.wait_arrivals(1, 5s));
+    std::thread b([&] {
+        std::scoped_lock hold(mb);  // must wait for A
+        auto v = b_->redis->get(key);
+        b_->redis->set(key, std::to_string(std::stoll(*v) + 1));
+    });
+    ASSERT_TRUE(b_sleeping.wait_for(1, 5s));  // B is blocked on the lock, before its read
+    after_read.open();
+    a.join();
+    b.join();
+    EXPECT_EQ(*a_->redis->get(key), "2");
+}
+
+TEST_F(RedisMutexTest, O1_MutualExclusionAcrossTwoProcessesOf8Threads) {
+    const std::string key = prefix_ + "counter";
+    const std::string name = "mx";
+    a_->redis->set(key, "0");
+    test::Child child(
+        "counter", {{"PREFIX", prefix_}, {"NAME", name}, {"KEY", key}, {"THREADS", "8"}, {"COUNT", "2500"}});
+    ASSERT_TRUE(child.expect("READY", 10s));
+    child.send("GO");
+    const int errors = test::run_locked_increments(*a_->redis, *a_->locks, name, key, 8, 2500);
+    auto done = child.expect("DONE", 120s);
+    ASSERT_TRUE(done);
+    EXPECT_EQ(*done, "DONE 0");
+    EXPECT_EQ(errors, 0);
+    EXPECT_EQ(child.wait(), 0);
+    EXPECT_EQ(*a_->redis->get(key), "5000");
+}
+
+TEST_F(RedisMutexTest, L1_KilledHolderFreesTheLockWithinLeasePlusOneSecond) {
+    const std::string name = "killed";
+    test::Child child("hold", {{"PREFIX", prefix_}, {"NAME", name}, {"LEASE_MS", "2000"}, {"RENEW", "1"}});
+    ASSERT_TRUE(child.expect("HELD", 10s));
+    std::this_thread::sleep_for(1000ms);  // renewed at least once
+    RedisMutex m(*a_->locks, name);
+    EXPECT_FALSE(m.try_lock());
+    child.signal(SIGKILL);
+    const auto killed = Clock::now();
+    child.wait();
+    ASSERT_TRUE(m.try_lock_for(10s));
+    const long long waited = ms_since(killed);
+    std::cout << "[ measure  ] lock free " << waited << " ms after SIGKILL (lease 2000 ms)\n";
+    EXPECT_LE(waited, 2000 + 1000);
+    m.unlock();
+}
+
+TEST_F(RedisMutexTest, L5_RenewedTwoSecondLeaseOutlivesSixSecondCriticalSection) {
+    const std::string name = "renewed";
+    test::Child child(
+        "hold",
+        {{"PREFIX", prefix_}, {"NAME", name}, {"LEASE_MS", "2000"}, {"RENEW", "1"}, {"HOLD_MS", "6000"}});
+    ASSERT_TRUE(child.expect("HELD", 10s));
+    const auto held = Clock::now();
+    RedisMutex m(*a_->locks, name);
+    EXPECT_FALSE(m.try_lock_for(5s)) << "another client got a lock held with a renewed lease";
+    ASSERT_TRUE(m.try_lock_for(10s));
+    EXPECT_GE(ms_since(held), 5900);
+    auto lost = child.expect("LOST", 5s);
+    ASSERT_TRUE(lost);
+    EXPECT_EQ(*lost, "LOST 0");
+    EXPECT_EQ(child.read_line(5s).value_or(""), "UNLOCKED");
+    m.unlock();
+}
+
+}  // namespace
+}  // namespace lockstep
