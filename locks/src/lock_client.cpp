@@ -81,7 +81,11 @@ HoldView view_hold(const RedisLockClient::Impl& impl, const std::string& key) {
     v.exists = true;
     v.count = h->count;
     v.token = h->token;
-    v.lost = h->lost || (!h->renew && SteadyClock::now() >= h->valid_until);
+    // Renewed holds too: while the watchdog is stalled or its renewal stuck (a paused process, a
+    // slow or unreachable server), the lease runs out on the server all the same and another
+    // client may hold the lock. A late renewal that finds the hold still there moves
+    // valid_until on again (the hold never lapsed: nobody re-creates a registered hold).
+    v.lost = h->lost || SteadyClock::now() >= h->valid_until;
     return v;
 }
 

@@ -181,7 +181,7 @@ struct HoldView {
     bool exists = false;
     int count = 0;
     FenceToken token = 0;
-    bool lost = false;  // known lost, or its fixed lease has run out
+    bool lost = false;  // known lost, or its lease has run out without a renewal (client clock)
 };
 HoldView view_hold(const RedisLockClient::Impl& impl, const std::string& key);
 

@@ -233,8 +233,11 @@ const RedisScript& hash_hold_renew() {
     static const RedisScript script(R"lua(
 -- L5: extend only a hold that is still this owner's. A hold found gone is reported lost by the
 -- client and never re-created (its lease ran out: someone else may have held it since).
+-- Only ever extend (GT): a renewal of an earlier hold, in flight while the thread unlocked it
+-- and locked the name again with a longer lease, finds the same owner and must not cut the new
+-- hold's TTL below what its client counts on (two holders, lost() false).
 if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  redis.call('pexpire', KEYS[1], ARGV[2], 'gt')
   return 1
 end
 return 0
@@ -333,7 +336,9 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 0 or not expiry or tonumber(expiry
   keep_readers(KEYS[1], KEYS[2])
   return 0
 end
-redis.call('zadd', KEYS[2], now_ms + tonumber(ARGV[2]), ARGV[1])
+-- Only ever extend (GT), as hash_hold_renew: a stale renewal of an earlier read hold of the
+-- same owner must not cut a newer, longer one short and let a writer in.
+redis.call('zadd', KEYS[2], 'gt', now_ms + tonumber(ARGV[2]), ARGV[1])
 keep_readers(KEYS[1], KEYS[2])
 return 1
 )lua"}));

@@ -10,6 +10,7 @@
 
 #include "locks_test_support.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
 #include "lockstep/locks/redis_read_write_lock.h"
 #include "test_servers.h"
 
@@ -240,7 +241,14 @@ TEST_F(RedisReadWriteLockTest, ReaderReentryIsNotBlockedByAWaitingWriter) {
         EXPECT_TRUE(writer.try_lock_for(3s));
         writer.unlock();
     });
-    std::this_thread::sleep_for(200ms);  // the writer waits and has claimed its turn
+    // The writer waits and has claimed its turn (checked, not assumed after a sleep: on a slow
+    // machine the claim may come late, and the two checks below would then prove nothing).
+    const auto t0 = Clock::now();
+    while (a_->redis->command({"ZCARD", rw.keys().rw_writer_claims()}).integer() == 0 &&
+           Clock::now() - t0 < 5s) {
+        std::this_thread::sleep_for(5ms);
+    }
+    ASSERT_EQ(a_->redis->command({"ZCARD", rw.keys().rw_writer_claims()}).integer(), 1);
     RedisReadWriteLock fresh(*a_->locks, "reentry");
     std::thread([&] {
         EXPECT_FALSE(fresh.try_lock_shared()) << "new readers wait behind the writer";
@@ -298,15 +306,58 @@ TEST_F(RedisReadWriteLockTest, DeadWaitingWriterStopsBlockingReadersSoon) {
     }).join();
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count();
     std::cout << "[ measure  ] new reader in " << waited << " ms after the waiting writer died\n";
-    EXPECT_LE(waited, 2000 + 1000 + 500);
+    EXPECT_LE(waited, 2000 + 1000 + 1500);  // claim expiry, plus slack for a loaded CI machine
     reader.unlock_shared();
 }
 
+TEST_F(RedisReadWriteLockTest, L5_StaleRenewalOfAnEarlierReadHoldCannotCutTheNextOne) {
+    // As RedisMutexTest.L5_StaleRenewalOfAnEarlierHoldCannotCutTheSameThreadsNextHold, for a
+    // reader: the renewal of a 600 ms read hold is in flight when the thread unlocks it and
+    // reads again with a 30 s lease. The stale renewal must not set the reader's own lease back
+    // to 600 ms, or a writer would get in while the reader still reads.
+    RedisReadWriteLock short_lease(*a_->locks, "stale", {.lease = 600ms});
+    RedisReadWriteLock long_lease(*a_->locks, "stale", {.lease = 30000ms});
+    RedisReadWriteLock writer(*b_->locks, "stale");
+    fault::Gate gate;
+    std::atomic<int> renewed{0};
+    auto before = fault::arm("locks.watchdog.before_renew", gate.action(), {.times = 1});
+    auto after = fault::arm("locks.watchdog.after_renew", [&] { renewed.fetch_add(1); });
+    short_lease.lock_shared();
+    ASSERT_TRUE(gate.wait_arrivals(1, 3s));
+    short_lease.unlock_shared();
+    long_lease.lock_shared();
+    gate.open();
+    const auto t0 = Clock::now();
+    while (renewed.load() == 0 && Clock::now() - t0 < 3s) std::this_thread::sleep_for(5ms);
+    ASSERT_EQ(renewed.load(), 1);
+    const auto now = a_->redis->command({"TIME"});
+    const long long now_ms =
+        std::stoll(now.elements()[0].str()) * 1000 + std::stoll(now.elements()[1].str()) / 1000;
+    const auto expiry = a_->redis->command(
+        {"ZSCORE", long_lease.keys().rw_reader_expiry(), a_->locks->owner_of_this_thread()});
+    ASSERT_FALSE(expiry.is_nil());
+    EXPECT_GT(std::stod(expiry.str()) - static_cast<double>(now_ms), 25000.0)
+        << "a stale renewal cut the reader's 30 s lease";
+    std::this_thread::sleep_for(700ms);      // past the old 600 ms lease
+    const bool writing = writer.try_lock();  // another client: another owner, even in this thread
+    EXPECT_FALSE(writing) << "a writer got in while a reader reads";
+    if (writing) writer.unlock();
+    EXPECT_FALSE(long_lease.lost());
+    EXPECT_NO_THROW(long_lease.unlock_shared());
+}
+
 TEST_F(RedisReadWriteLockTest, L5_LostReadHoldIsReported) {
-    RedisReadWriteLock rw(*a_->locks, "lostread", {.lease = 600ms});
+    // Reported by the watchdog's renewal (reason Expired), not merely inferred from the lease.
+    std::atomic<int> expired{0};
+    RedisReadWriteLock rw(*a_->locks, "lostread", {.lease = 600ms, .on_lost = [&](const LockLoss& l) {
+                                                       if (l.reason == LockLossReason::Expired)
+                                                           expired.fetch_add(1);
+                                                   }});
     rw.lock_shared();
     a_->redis->del({rw.keys().rw_readers(), rw.keys().rw_reader_expiry()});
-    std::this_thread::sleep_for(500ms);
+    const auto t0 = Clock::now();
+    while (expired.load() == 0 && Clock::now() - t0 < 3s) std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(expired.load(), 1);
     EXPECT_TRUE(rw.lost());
     EXPECT_THROW(rw.unlock_shared(), LockLostError);
 }

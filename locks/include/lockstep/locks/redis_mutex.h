@@ -5,7 +5,8 @@
 //   lockstep::RedisMutex m(locks, "product:42");            // 30 s lease, renewed
 //   {
 //       std::unique_lock hold(m);
-//       db::fenced_update(tx, "products", 42, {{"stock", "stock - 1"}}, m.fence_token());
+//       lockstep::fenced_update(tx, 42, m.fence_token(),
+//                               {.assignments = "stock = stock - ?", .params = {1}});
 //       hold.unlock();                                      // throws LockLostError if it was lost
 //   }
 //
@@ -98,7 +99,8 @@ public:
     void unlock();
 
     // True when the calling thread holds this lock in its own view and the hold is known lost
-    // (renewal found it gone, or its lease ran out). No round trip.
+    // (renewal found it gone), or its lease ran out without a renewal, measured conservatively
+    // on the client (a fixed lease, or a stalled or failing watchdog). No round trip.
     bool lost() const;
     // True when the calling thread holds it (or held it and has not unlocked a lost hold yet).
     bool held_by_this_thread() const;
