@@ -92,8 +92,19 @@ HoldView view_hold(const RedisLockClient::Impl& impl, const std::string& key) {
 // ---------------------------------------------------------------------------------------------
 // Impl: construction
 
+namespace {
+// Bad options must fail at construction with the option's name, not later inside a Lua script
+// as an opaque "invalid expire time" reply.
+LockClientOptions checked(LockClientOptions o) {
+    if (o.waiter_grace.count() <= 0) throw ConfigError("waiter_grace", "must be positive");
+    if (o.claim_refresh.count() <= 0) throw ConfigError("claim_refresh", "must be positive");
+    if (o.fence_counter_ttl.count() <= 0) throw ConfigError("fence_counter_ttl", "must be positive");
+    return o;
+}
+}  // namespace
+
 RedisLockClient::Impl::Impl(RedisClient& r, LockClientOptions o)
-    : redis(r), options(std::move(o)), id(random_client_id()) {}
+    : redis(r), options(checked(std::move(o))), id(random_client_id()) {}
 
 RedisLockClient::Impl::~Impl() {
     stop();

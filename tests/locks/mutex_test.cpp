@@ -102,6 +102,25 @@ TEST_F(RedisMutexTest, SatisfiesTimedLockableWithStdGuards) {
     EXPECT_EQ(a_->locks->tracked_holds(), 0u);
 }
 
+TEST_F(RedisMutexTest, NonPositiveClientDurationsAreConfigErrorsNamingTheOption) {
+    auto make = [&](auto&& tweak) {
+        LockClientOptions o;
+        tweak(o);
+        RedisLockClient client(*a_->redis, o);
+    };
+    auto expect_part = [&](auto&& tweak, const std::string& part) {
+        try {
+            make(tweak);
+            ADD_FAILURE() << "no ConfigError for " << part;
+        } catch (const ConfigError& e) {
+            EXPECT_EQ(e.part(), part);
+        }
+    };
+    expect_part([](LockClientOptions& o) { o.fence_counter_ttl = 0ms; }, "fence_counter_ttl");
+    expect_part([](LockClientOptions& o) { o.waiter_grace = -1ms; }, "waiter_grace");
+    expect_part([](LockClientOptions& o) { o.claim_refresh = 0ms; }, "claim_refresh");
+}
+
 TEST_F(RedisMutexTest, L1_L2_OwnerAndServerSideTtlAreSetInOneStep) {
     RedisMutex m(*a_->locks, "ttl", {.lease = 5000ms});
     // Stop right after the acquire script: the key must already carry owner and TTL.
