@@ -1,0 +1,105 @@
+// EntryStore: the cache operations a CachedRepository needs, each atomic on one key. Over Redis
+// (make_redis_entry_store) the conditional ones are one Lua script each (strategies/src/
+// entry_scripts.cpp); over any Cache (make_cache_entry_store, e.g. the in-memory fake for fast
+// unit tests) they are emulated under a process-local mutex, which is atomic only for callers
+// going through that one store.
+//
+// Every operation touches exactly one key (the batch forms are pipelines of single-key
+// commands), so every script is legal on Redis Cluster whatever the keys are.
+//
+// Errors: what the backend throws (ConnectionError when Redis is down, ProtocolError on an error
+// reply); the repository decides what a failure means.
+// Thread safety: implementations are safe to call from many threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+class Cache;
+class RedisClient;
+
+// How a backfill (or a write-through set) lands.
+enum class FillMode {
+    // SET: overwrites whatever is there (markers included).
+    Always,
+    // Only if the key holds no value or an older one (C1): a not-found entry never replaces a
+    // value; a marker counts as empty.
+    IfNewer,
+    // Only if the key still holds the caller's own marker (Lease: no write happened since the
+    // miss, C2/C4).
+    IfMarker,
+};
+
+enum class FillOutcome {
+    Stored,
+    // Refused because the cache holds something newer, or the caller's marker is gone: the
+    // value the caller read may be stale. Counted as `stale_sets_refused`.
+    Refused,
+    // IfNewer with the same version already cached: nothing to do.
+    Unchanged,
+};
+
+struct Fill {
+    std::string key;
+    std::string entry;  // encoded CacheEntry (a value or a not-found)
+    std::chrono::milliseconds ttl{0};
+    FillMode mode = FillMode::Always;
+    // IfNewer: the version of `entry`; std::nullopt for a not-found entry.
+    std::optional<std::int64_t> version;
+    // IfMarker: the caller's marker entry ("L:<token>").
+    std::string marker;
+};
+
+// What a claim found.
+struct Claim {
+    enum class Result {
+        // The key was empty; it now holds the caller's marker: the caller loads.
+        Claimed,
+        // Another caller's marker is there: someone else is loading.
+        Busy,
+        // Something other than a marker is there (usually a value that landed meanwhile).
+        Present,
+    };
+    Result result = Result::Claimed;
+    std::string entry;  // Present: what is there
+};
+
+class EntryStore {
+public:
+    virtual ~EntryStore() = default;
+
+    virtual std::optional<std::string> get(const std::string& key) = 0;
+    // One round trip; one result per key, in order.
+    virtual std::vector<std::optional<std::string>> get_many(const std::vector<std::string>& keys) = 0;
+
+    // If `key` is empty, sets it to `marker` with `ttl` (one atomic step).
+    virtual Claim claim(const std::string& key, const std::string& marker, std::chrono::milliseconds ttl) = 0;
+    virtual std::vector<Claim> claim_many(const std::vector<std::string>& keys,
+                                          const std::vector<std::string>& markers,
+                                          std::chrono::milliseconds ttl) = 0;
+
+    virtual FillOutcome fill(const Fill& fill) = 0;
+    virtual std::vector<FillOutcome> fill_many(const std::vector<Fill>& fills) = 0;
+
+    // Deletes `key` only if it still holds exactly `expected` (a marker being given back, an
+    // entry that did not decode). True if it deleted.
+    virtual bool remove_if_equals(const std::string& key, const std::string& expected) = 0;
+    // Deletes every key (one round trip; one DEL per key, cluster-legal).
+    virtual void remove(const std::vector<std::string>& keys) = 0;
+};
+
+// Over Redis: GET / SET / DEL and one Lua script per conditional operation. `client` is
+// borrowed and must outlive the store.
+std::shared_ptr<EntryStore> make_redis_entry_store(RedisClient& client);
+
+// Over any Cache, conditional operations emulated under a mutex of this store. For unit tests
+// and single-process use; `cache` is borrowed and must outlive the store.
+std::shared_ptr<EntryStore> make_cache_entry_store(Cache& cache);
+
+}  // namespace lockstep

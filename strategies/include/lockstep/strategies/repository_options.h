@@ -1,0 +1,63 @@
+// RepositoryOptions: the per-entity choices of a CachedRepository. Plain struct, safe defaults.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "lockstep/strategies/background_scheduler.h"
+#include "lockstep/strategies/lock_mode.h"
+#include "lockstep/strategies/write_strategy.h"
+
+namespace lockstep {
+
+class RedisLockClient;
+
+struct RepositoryOptions {
+    // What writes do to the cache, and how misses backfill. Null: WriteThenDelete.
+    std::shared_ptr<const WriteStrategy> strategy;
+
+    // Distributed lock per key (lock_mode.h). Mutex and ReadWrite need `lock_client`.
+    LockMode lock_mode = LockMode::None;
+    // Borrowed; must outlive the repository. Its prefix should equal `key_prefix`'s namespace
+    // only for tidiness: the hash tag `{<entity>:<id>}` is shared either way.
+    RedisLockClient* lock_client = nullptr;
+    // How long a read or write waits for the key's lock. A read that times out reads the
+    // database without filling; a write throws TimeoutError (RetryCall).
+    std::chrono::milliseconds lock_wait{std::chrono::seconds(5)};
+    // Lease of each lock hold (renewed by the lock client's watchdog while held).
+    std::chrono::milliseconds lock_lease{std::chrono::seconds(30)};
+
+    // Namespace of every key: `<key_prefix>{<entity>:<id>}`. No '{' or '}' (ConfigError).
+    std::string key_prefix = "ls:";
+    // TTL of a cached value, plus a uniform random extra in [0, ttl_jitter] so that entries
+    // filled together do not expire together.
+    std::chrono::milliseconds ttl{std::chrono::minutes(10)};
+    std::chrono::milliseconds ttl_jitter{std::chrono::minutes(1)};
+    // TTL of a cached "not found" (C7). 0 disables negative caching.
+    std::chrono::milliseconds negative_ttl{std::chrono::seconds(30)};
+
+    // One loader per key across processes (C6): the first reader to miss puts a marker in the
+    // key; the others poll (1 ms doubling to 25 ms) for the value for at most `guard_wait`, then
+    // read the database without filling. Under Lease the marker is always taken (it is the
+    // lease); turning the guard off then only stops readers from waiting for it.
+    bool stampede_guard = true;
+    std::chrono::milliseconds guard_wait{std::chrono::seconds(1)};
+    // Lifetime of a marker: longer than the slowest database read, or that read's fill is
+    // refused under Lease (and its waiters give up on it).
+    std::chrono::milliseconds marker_ttl{std::chrono::seconds(3)};
+
+    // Failed deletes are retried with exponential backoff from `delete_retry_initial` up to
+    // `delete_retry_max` between attempts, until they succeed or the longest TTL an entry can
+    // have has passed (the stale entry has expired by then).
+    std::chrono::milliseconds delete_retry_initial{50};
+    std::chrono::milliseconds delete_retry_max{std::chrono::seconds(2)};
+    // After a connection error, reads skip the cache (straight to the database, no fill) for
+    // this long instead of paying a failing round trip each. 0: always try the cache.
+    std::chrono::milliseconds cache_retry_after{500};
+
+    // Runs delayed and retried deletes. Null: the repository starts its own thread.
+    std::shared_ptr<BackgroundScheduler> scheduler;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,89 @@
+#include "lockstep/strategies/background_scheduler.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "lockstep/core/logging.h"
+
+namespace lockstep {
+
+struct BackgroundScheduler::State {
+    using Clock = std::chrono::steady_clock;
+
+    mutable std::mutex mutex;
+    std::condition_variable wake;          // the worker: a new task or stop
+    mutable std::condition_variable idle;  // wait_idle callers
+    // Due time -> task; multimap keeps insertion order among equal due times.
+    std::multimap<Clock::time_point, std::function<void()>> tasks;
+    bool running_task = false;
+    bool stop = false;
+    std::thread worker;
+
+    void run() {
+        std::unique_lock lock(mutex);
+        while (!stop) {
+            if (tasks.empty()) {
+                idle.notify_all();
+                wake.wait(lock);
+                continue;
+            }
+            auto due = tasks.begin()->first;
+            if (Clock::now() < due) {
+                wake.wait_until(lock, due);
+                continue;
+            }
+            auto task = std::move(tasks.begin()->second);
+            tasks.erase(tasks.begin());
+            running_task = true;
+            lock.unlock();
+            try {
+                task();
+            } catch (const std::exception& e) {
+                logger()->error("background task failed: {}", e.what());
+            } catch (...) {
+                logger()->error("background task failed with a non-standard exception");
+            }
+            lock.lock();
+            running_task = false;
+            if (tasks.empty()) idle.notify_all();
+        }
+    }
+};
+
+BackgroundScheduler::BackgroundScheduler() : state_(std::make_shared<State>()) {
+    state_->worker = std::thread([s = state_.get()] { s->run(); });
+}
+
+BackgroundScheduler::~BackgroundScheduler() {
+    std::size_t dropped = 0;
+    {
+        std::lock_guard lock(state_->mutex);
+        state_->stop = true;
+        dropped = state_->tasks.size();
+    }
+    state_->wake.notify_all();
+    state_->worker.join();
+    if (dropped > 0) logger()->warn("background scheduler stopped with {} task(s) not run", dropped);
+}
+
+void BackgroundScheduler::run_after(std::chrono::milliseconds delay, std::function<void()> task) {
+    {
+        std::lock_guard lock(state_->mutex);
+        state_->tasks.emplace(State::Clock::now() + delay, std::move(task));
+    }
+    state_->wake.notify_all();
+}
+
+bool BackgroundScheduler::wait_idle(std::chrono::milliseconds timeout) const {
+    std::unique_lock lock(state_->mutex);
+    return state_->idle.wait_for(lock, timeout, [&] { return state_->tasks.empty() && !state_->running_task; });
+}
+
+std::size_t BackgroundScheduler::pending() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->tasks.size();
+}
+
+}  // namespace lockstep

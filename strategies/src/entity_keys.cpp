@@ -1,0 +1,32 @@
+#include "lockstep/strategies/entity_keys.h"
+
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+
+EntityKeys::EntityKeys(std::string prefix, std::string entity_name)
+    : prefix_(std::move(prefix)), name_(std::move(entity_name)) {
+    if (prefix_.find_first_of("{}") != std::string::npos) {
+        throw ConfigError("key_prefix", "must not contain '{' or '}' (it would replace the entity's hash tag)");
+    }
+    if (name_.empty()) throw ConfigError("entity.name", "must not be empty");
+    for (char c : name_) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                  c == '-' || c == '.';
+        if (!ok) throw ConfigError("entity.name", "'" + name_ + "': only letters, digits, '_', '-', '.'");
+    }
+}
+
+std::string EntityKeys::value(std::int64_t id) const { return prefix_ + "{" + lock_name(id) + "}"; }
+
+std::string EntityKeys::lock_name(std::int64_t id) const { return name_ + ":" + std::to_string(id); }
+
+std::string_view redis_hash_tag(std::string_view key) noexcept {
+    auto open = key.find('{');
+    if (open == std::string_view::npos) return key;
+    auto close = key.find('}', open + 1);
+    if (close == std::string_view::npos || close == open + 1) return key;
+    return key.substr(open + 1, close - open - 1);
+}
+
+}  // namespace lockstep

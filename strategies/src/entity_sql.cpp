@@ -1,0 +1,60 @@
+#include "entity_sql.h"
+
+#include "lockstep/core/error.h"
+
+namespace lockstep::detail {
+
+namespace {
+
+std::string quoted(const std::string& identifier, const char* part) {
+    if (identifier.empty() || identifier.size() > 64) throw ConfigError(part, "must be 1 to 64 characters");
+    for (char c : identifier) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
+        if (!ok) throw ConfigError(part, "'" + identifier + "': only letters, digits, '_' and '$'");
+    }
+    return "`" + identifier + "`";
+}
+
+}  // namespace
+
+EntitySql::EntitySql(const TableSpec& spec) {
+    const std::string table = quoted(spec.table, "entity.table");
+    const std::string key = quoted(spec.key_column, "entity.key_column");
+    const std::string version = quoted(spec.version_column, "entity.version_column");
+    if (spec.key_column == spec.version_column) throw ConfigError("entity.version_column", "same as the key column");
+    std::string list = key + ", " + version;
+    std::string sets;
+    std::string insert_columns = key + ", " + version;
+    std::string insert_values = "?, 1";
+    for (const auto& c : spec.columns) {
+        if (c == spec.key_column || c == spec.version_column) {
+            throw ConfigError("entity.columns", "'" + c + "' is the key or version column; list data columns only");
+        }
+        const std::string q = quoted(c, "entity.columns");
+        list += ", " + q;
+        sets += q + " = ?, ";
+        insert_columns += ", " + q;
+        insert_values += ", ?";
+    }
+    select_prefix_ = "SELECT " + list + " FROM " + table + " WHERE " + key + " ";
+    select_one = select_prefix_ + "= ?";
+    lock_row = select_one + " FOR UPDATE";
+    lock_version = "SELECT " + version + " FROM " + table + " WHERE " + key + " = ? FOR UPDATE";
+    update = "UPDATE " + table + " SET " + sets + version + " = " + version + " + 1 WHERE " + key + " = ?";
+    insert = "INSERT INTO " + table + " (" + insert_columns + ") VALUES (" + insert_values + ")";
+    remove = "DELETE FROM " + table + " WHERE " + key + " = ?";
+}
+
+std::string EntitySql::select_in(std::size_t n) const {
+    std::string sql = select_prefix_ + "IN (";
+    for (std::size_t i = 0; i < n; ++i) sql += i == 0 ? "?" : ", ?";
+    return sql + ")";
+}
+
+std::size_t in_batch_size(std::size_t n) {
+    std::size_t size = 1;
+    while (size < n && size < kMaxInBatch) size *= 2;
+    return size;
+}
+
+}  // namespace lockstep::detail

@@ -1,0 +1,482 @@
+// The read path of RepositoryCore: hits, misses, the stampede guard, negative caching,
+// backfills per the strategy's FillMode, and the fall-back to the database when the cache fails.
+#include <algorithm>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "lockstep/core/fault_point.h"
+#include "lockstep/core/logging.h"
+#include "lockstep/db/mysql_pool.h"
+#include "lockstep/strategies/fault_points.h"
+#include "repository_state.h"
+
+namespace lockstep::detail {
+
+namespace {
+constexpr std::chrono::milliseconds kFirstPoll{1};
+constexpr std::chrono::milliseconds kMaxPoll{25};
+constexpr int kMaxCorruptRetries = 3;
+}  // namespace
+
+bool RepositoryCore::State::uses_marker() const {
+    if (strategy->fill_mode() == FillMode::IfMarker) return true;  // the lease itself
+    // Under Mutex the lock already makes one loader per key; a marker would add nothing.
+    return opts.stampede_guard && opts.lock_mode != LockMode::Mutex;
+}
+
+std::chrono::milliseconds RepositoryCore::State::value_ttl() const {
+    auto ttl = opts.ttl;
+    if (opts.ttl_jitter.count() > 0) {
+        thread_local std::mt19937_64 rng{std::random_device{}()};
+        ttl += std::chrono::milliseconds(std::uniform_int_distribution<long long>(0, opts.ttl_jitter.count())(rng));
+    }
+    return std::max(strategy->entry_ttl(ttl), std::chrono::milliseconds(1));
+}
+
+std::chrono::milliseconds RepositoryCore::State::negative_ttl() const {
+    return std::max(strategy->entry_ttl(opts.negative_ttl), std::chrono::milliseconds(1));
+}
+
+Delivered RepositoryCore::State::deliver(const std::string& key, const std::string& bytes, ValueSink& sink,
+                                         std::size_t i) {
+    auto entry = CacheEntry::decode(bytes);
+    std::string problem;
+    if (!entry) {
+        problem = "not a lockstep cache entry";
+    } else if (entry->kind == CacheEntry::Kind::NotFound) {
+        return Delivered::NotFound;
+    } else if (entry->kind == CacheEntry::Kind::Marker) {
+        return Delivered::Marker;
+    } else {
+        try {
+            sink.from_cache(i, entry->version, entry->payload);
+            return Delivered::Value;
+        } catch (const std::exception& e) {
+            problem = std::string("payload does not decode: ") + e.what();
+        }
+    }
+    // Undecodable: a miss. Delete it only if it still holds these bytes (someone may have
+    // replaced it with a good entry meanwhile).
+    bump(c.decode_errors);
+    logger()->warn("repository '{}': deleting cache entry {} ({} bytes): {}", spec.name, key, bytes.size(), problem);
+    try {
+        store->remove_if_equals(key, bytes);
+    } catch (const Error& e) {
+        cache_failed(e, "delete of an undecodable entry");
+    }
+    return Delivered::Corrupt;
+}
+
+std::optional<std::int64_t> RepositoryCore::State::load(std::int64_t id, ValueSink& sink, std::size_t i) {
+    auto row = db.query_one(sql.select_one, {id});
+    bump(c.loads);
+    fault::point(repo_points::after_db_read);
+    if (!row) return std::nullopt;
+    const std::int64_t version = row->get<std::int64_t>(spec.version_column);
+    sink.from_db(i, version, *row);
+    return version;
+}
+
+std::optional<Fill> RepositoryCore::State::make_fill(const std::string& key, std::optional<std::int64_t> version,
+                                                     ValueSink& sink, std::size_t i, const std::string* marker) {
+    Fill f;
+    f.key = key;
+    if (version) {
+        try {
+            f.entry = CacheEntry::encode_value(*version, sink.encode(i));
+        } catch (const std::exception& e) {
+            // The value is good (it came from the database); only caching it is impossible.
+            bump(c.cache_errors);
+            logger()->error("repository '{}': cannot encode the value of {} for the cache: {}", spec.name, key, e.what());
+            return std::nullopt;
+        }
+        f.ttl = value_ttl();
+        f.version = version;
+    } else {
+        if (opts.negative_ttl.count() == 0) return std::nullopt;
+        f.entry = CacheEntry::encode_not_found();
+        f.ttl = negative_ttl();
+    }
+    f.mode = strategy->fill_mode();
+    if (f.mode == FillMode::IfMarker) {
+        if (marker == nullptr) return std::nullopt;  // Lease: no marker, no fill
+        f.marker = *marker;
+    }
+    return f;
+}
+
+void RepositoryCore::State::count_fill(FillOutcome outcome) {
+    switch (outcome) {
+        case FillOutcome::Stored: bump(c.fills); break;
+        case FillOutcome::Refused: bump(c.stale_sets_refused); break;
+        case FillOutcome::Unchanged: break;
+    }
+}
+
+void RepositoryCore::State::fill_one(const std::string& key, std::optional<std::int64_t> version, ValueSink& sink,
+                                     std::size_t i, const std::string* marker) {
+    auto f = make_fill(key, version, sink, i, marker);
+    if (!f) {
+        if (marker) give_back_marker(key, *marker);
+        return;
+    }
+    try {
+        count_fill(store->fill(*f));
+    } catch (const Error& e) {
+        cache_failed(e, "backfill of " + key);
+    }
+}
+
+void RepositoryCore::State::give_back_marker(const std::string& key, const std::string& marker) {
+    try {
+        store->remove_if_equals(key, marker);
+    } catch (const Error& e) {
+        cache_failed(e, "release of a marker");  // it expires with marker_ttl anyway
+    }
+}
+
+bool RepositoryCore::State::load_and_fill(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
+                                          const std::string* marker) {
+    std::optional<std::int64_t> version;
+    try {
+        version = load(id, sink, i);
+    } catch (...) {
+        // Let the waiters load for themselves now rather than after marker_ttl.
+        if (marker) give_back_marker(key, *marker);
+        throw;
+    }
+    fill_one(key, version, sink, i, marker);
+    return version.has_value();
+}
+
+// A miss, after the lock (if any): one loader per key (marker), the others wait for its value.
+bool RepositoryCore::State::fetch(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+    if (!uses_marker()) return load_and_fill(id, key, sink, i, nullptr);
+
+    bool waiting = false;
+    Clock::time_point deadline{};
+    auto poll = kFirstPoll;
+    int corrupt = 0;
+    for (;;) {
+        const std::string marker = CacheEntry::encode_marker(random_token());
+        Claim claim;
+        try {
+            claim = store->claim(key, marker, opts.marker_ttl);
+        } catch (const Error& e) {
+            cache_failed(e, "claim of " + key);
+            bump(c.degraded_reads);
+            return load(id, sink, i).has_value();
+        }
+        if (claim.result == Claim::Result::Claimed) return load_and_fill(id, key, sink, i, &marker);
+        if (claim.result == Claim::Result::Present) {
+            switch (deliver(key, claim.entry, sink, i)) {
+                case Delivered::Value: return true;
+                case Delivered::NotFound: return false;
+                case Delivered::Marker:  // cannot happen (the script reports markers as busy)
+                case Delivered::Corrupt:
+                    if (++corrupt > kMaxCorruptRetries) return load(id, sink, i).has_value();
+                    continue;
+            }
+        }
+        // Busy: another reader is loading this key.
+        if (!opts.stampede_guard) return load(id, sink, i).has_value();  // Lease without waiting
+        if (!waiting) {
+            waiting = true;
+            bump(c.guard_waits);
+            deadline = Clock::now() + opts.guard_wait;
+        }
+        bool claim_again = false;
+        while (!claim_again) {
+            const auto now = Clock::now();
+            if (now >= deadline) {
+                // The loader is slow or gone: read for ourselves, but do not fill (the loader's
+                // fill, or the next reader's, will).
+                bump(c.guard_timeouts);
+                return load(id, sink, i).has_value();
+            }
+            std::this_thread::sleep_for(std::min<Clock::duration>(poll, deadline - now));
+            poll = std::min(poll * 2, kMaxPoll);
+            std::optional<std::string> entry;
+            try {
+                entry = store->get(key);
+            } catch (const Error& e) {
+                cache_failed(e, "read of " + key);
+                bump(c.degraded_reads);
+                return load(id, sink, i).has_value();
+            }
+            if (!entry) {
+                claim_again = true;  // the loader gave up, or a write deleted its marker
+                continue;
+            }
+            switch (deliver(key, *entry, sink, i)) {
+                case Delivered::Value: return true;
+                case Delivered::NotFound: return false;
+                case Delivered::Marker: break;  // still loading
+                case Delivered::Corrupt: claim_again = true; break;
+            }
+        }
+    }
+}
+
+bool RepositoryCore::State::miss(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+    if (opts.lock_mode != LockMode::Mutex) return fetch(id, key, sink, i);
+    KeyLock lock(*this, id, KeyLock::Side::Exclusive);
+    switch (lock.acquire()) {
+        case KeyLock::Outcome::Held:
+        case KeyLock::Outcome::NotNeeded: break;
+        case KeyLock::Outcome::TimedOut:
+            // Someone holds the key for longer than lock_wait: read without filling.
+            return load(id, sink, i).has_value();
+        case KeyLock::Outcome::Unavailable:
+            bump(c.degraded_reads);
+            return load(id, sink, i).has_value();
+    }
+    // Re-check under the lock: the holder we waited for may have filled it.
+    std::optional<std::string> entry;
+    try {
+        entry = store->get(key);
+    } catch (const Error& e) {
+        cache_failed(e, "read of " + key);
+        bump(c.degraded_reads);
+        bool found = load(id, sink, i).has_value();
+        lock.release();
+        return found;
+    }
+    if (entry) {
+        switch (deliver(key, *entry, sink, i)) {
+            case Delivered::Value: lock.release(); return true;
+            case Delivered::NotFound: lock.release(); return false;
+            case Delivered::Marker:
+            case Delivered::Corrupt: break;
+        }
+    }
+    bool found = fetch(id, key, sink, i);
+    lock.release();
+    return found;
+}
+
+bool RepositoryCore::State::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+    if (!cache_usable()) {
+        bump(c.degraded_reads);
+        return load(id, sink, i).has_value();
+    }
+    std::optional<std::string> entry;
+    try {
+        entry = store->get(key);
+    } catch (const Error& e) {
+        cache_failed(e, "read of " + key);
+        bump(c.degraded_reads);
+        return load(id, sink, i).has_value();
+    }
+    if (entry) {
+        switch (deliver(key, *entry, sink, i)) {
+            case Delivered::Value: bump(c.hits); return true;
+            case Delivered::NotFound: bump(c.negative_hits); return false;
+            case Delivered::Marker: break;  // someone is loading: fetch() waits for it
+            case Delivered::Corrupt: break;
+        }
+    }
+    bump(c.misses);
+    return miss(id, key, sink, i);
+}
+
+bool RepositoryCore::State::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
+    const std::string key = keys.value(id);
+    if (opts.lock_mode != LockMode::ReadWrite) return read_unlocked(id, key, sink, i);
+    if (!cache_usable()) {
+        bump(c.degraded_reads);
+        return load(id, sink, i).has_value();
+    }
+    KeyLock lock(*this, id, KeyLock::Side::Shared);
+    switch (lock.acquire()) {
+        case KeyLock::Outcome::Held:
+        case KeyLock::Outcome::NotNeeded: break;
+        case KeyLock::Outcome::TimedOut:
+            return load(id, sink, i).has_value();
+        case KeyLock::Outcome::Unavailable:
+            bump(c.degraded_reads);
+            return load(id, sink, i).has_value();
+    }
+    bool found = read_unlocked(id, key, sink, i);
+    lock.release();
+    return found;
+}
+
+std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& ids, ValueSink& sink) {
+    std::vector<bool> found(ids.size(), false);
+    if (ids.empty()) return found;
+    if (ids.size() == 1) {
+        found[0] = read_one(ids[0], sink, 0);
+        return found;
+    }
+    // Distinct ids; duplicates get a copy of the first occurrence at the end.
+    std::unordered_map<std::int64_t, std::size_t> first;
+    std::vector<std::size_t> unique;  // item indexes
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (first.emplace(ids[i], i).second) unique.push_back(i);
+    }
+    auto finish = [&] {
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            std::size_t f = first[ids[i]];
+            if (f != i) {
+                found[i] = found[f];
+                if (found[f]) sink.copy(f, i);
+            }
+        }
+        return found;
+    };
+
+    // Loads `items` from the database in batches (SELECT ... IN), delivering each; returns the
+    // version per item (nullopt: no row).
+    auto load_batch = [&](const std::vector<std::size_t>& items) {
+        std::unordered_map<std::size_t, std::optional<std::int64_t>> versions;
+        for (std::size_t start = 0; start < items.size(); start += kMaxInBatch) {
+            const std::size_t n = std::min(kMaxInBatch, items.size() - start);
+            const std::size_t padded = in_batch_size(n);
+            SqlParams params;
+            std::unordered_map<std::int64_t, std::size_t> item_of;
+            for (std::size_t j = 0; j < padded; ++j) {
+                std::size_t item = items[start + std::min(j, n - 1)];  // pad by repeating the last id
+                params.push_back(ids[item]);
+                item_of[ids[item]] = item;
+            }
+            auto rows = db.query(sql.select_in(padded), params);
+            bump(c.loads, n);
+            fault::point(repo_points::after_db_read);
+            for (std::size_t j = start; j < start + n; ++j) versions[items[j]] = std::nullopt;
+            for (const auto& row : rows) {
+                const auto id = row.get<std::int64_t>(spec.key_column);
+                auto it = item_of.find(id);
+                if (it == item_of.end()) continue;
+                const auto version = row.get<std::int64_t>(spec.version_column);
+                sink.from_db(it->second, version, row);
+                versions[it->second] = version;
+            }
+        }
+        return versions;
+    };
+
+    const bool per_key = opts.lock_mode == LockMode::ReadWrite;
+    if (per_key) {
+        for (std::size_t i : unique) found[i] = read_one(ids[i], sink, i);
+        return finish();
+    }
+    if (!cache_usable()) {
+        bump(c.degraded_reads, unique.size());
+        for (auto& [item, version] : load_batch(unique)) found[item] = version.has_value();
+        return finish();
+    }
+
+    std::vector<std::string> keys_of(ids.size());
+    std::vector<std::string> unique_keys;
+    for (std::size_t i : unique) {
+        keys_of[i] = keys.value(ids[i]);
+        unique_keys.push_back(keys_of[i]);
+    }
+    std::vector<std::optional<std::string>> entries;
+    try {
+        entries = store->get_many(unique_keys);
+    } catch (const Error& e) {
+        cache_failed(e, "batch read");
+        bump(c.degraded_reads, unique.size());
+        for (auto& [item, version] : load_batch(unique)) found[item] = version.has_value();
+        return finish();
+    }
+
+    std::vector<std::size_t> missed;   // load them
+    std::vector<std::size_t> one_by_one;  // another loader holds them, or undecodable twice
+    for (std::size_t u = 0; u < unique.size(); ++u) {
+        const std::size_t i = unique[u];
+        if (!entries[u]) {
+            bump(c.misses);
+            missed.push_back(i);
+            continue;
+        }
+        switch (deliver(keys_of[i], *entries[u], sink, i)) {
+            case Delivered::Value: bump(c.hits); found[i] = true; break;
+            case Delivered::NotFound: bump(c.negative_hits); break;
+            case Delivered::Marker: bump(c.misses); one_by_one.push_back(i); break;
+            case Delivered::Corrupt: bump(c.misses); missed.push_back(i); break;
+        }
+    }
+
+    if (opts.lock_mode == LockMode::Mutex) {
+        // Each miss under its own lock, re-checked (lock_mode.h).
+        for (std::size_t i : missed) found[i] = miss(ids[i], keys_of[i], sink, i);
+        for (std::size_t i : one_by_one) found[i] = miss(ids[i], keys_of[i], sink, i);
+        return finish();
+    }
+
+    std::vector<std::size_t> to_load;
+    std::unordered_map<std::size_t, std::string> markers;
+    if (!missed.empty() && uses_marker()) {
+        std::vector<std::string> claim_keys, claim_markers;
+        for (std::size_t i : missed) {
+            claim_keys.push_back(keys_of[i]);
+            claim_markers.push_back(CacheEntry::encode_marker(random_token()));
+        }
+        std::vector<Claim> claims;
+        try {
+            claims = store->claim_many(claim_keys, claim_markers, opts.marker_ttl);
+        } catch (const Error& e) {
+            cache_failed(e, "batch claim");
+            bump(c.degraded_reads, missed.size());
+            for (auto& [item, version] : load_batch(missed)) found[item] = version.has_value();
+            for (std::size_t i : one_by_one) found[i] = fetch(ids[i], keys_of[i], sink, i);
+            return finish();
+        }
+        for (std::size_t m = 0; m < missed.size(); ++m) {
+            const std::size_t i = missed[m];
+            switch (claims[m].result) {
+                case Claim::Result::Claimed:
+                    to_load.push_back(i);
+                    markers[i] = claim_markers[m];
+                    break;
+                case Claim::Result::Busy: one_by_one.push_back(i); break;
+                case Claim::Result::Present:
+                    switch (deliver(keys_of[i], claims[m].entry, sink, i)) {
+                        case Delivered::Value: found[i] = true; break;
+                        case Delivered::NotFound: break;
+                        case Delivered::Marker:
+                        case Delivered::Corrupt: one_by_one.push_back(i); break;
+                    }
+                    break;
+            }
+        }
+    } else {
+        to_load = missed;
+    }
+
+    if (!to_load.empty()) {
+        std::unordered_map<std::size_t, std::optional<std::int64_t>> versions;
+        try {
+            versions = load_batch(to_load);
+        } catch (...) {
+            for (auto& [item, marker] : markers) give_back_marker(keys_of[item], marker);
+            throw;
+        }
+        std::vector<Fill> fills;
+        for (std::size_t i : to_load) {
+            found[i] = versions[i].has_value();
+            auto mk = markers.find(i);
+            auto f = make_fill(keys_of[i], versions[i], sink, i, mk == markers.end() ? nullptr : &mk->second);
+            if (f) {
+                fills.push_back(std::move(*f));
+            } else if (mk != markers.end()) {
+                give_back_marker(keys_of[i], mk->second);
+            }
+        }
+        if (!fills.empty()) {
+            try {
+                for (auto outcome : store->fill_many(fills)) count_fill(outcome);
+            } catch (const Error& e) {
+                cache_failed(e, "batch backfill");
+            }
+        }
+    }
+    for (std::size_t i : one_by_one) found[i] = fetch(ids[i], keys_of[i], sink, i);
+    return finish();
+}
+
+}  // namespace lockstep::detail

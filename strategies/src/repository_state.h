@@ -1,0 +1,142 @@
+// The shared state of one RepositoryCore, and the internal pieces its read path
+// (repository_reads.cpp) and write path (repository_writes.cpp) share.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "entity_sql.h"
+#include "lockstep/core/error.h"
+#include "lockstep/strategies/cache_entry.h"
+#include "lockstep/strategies/repository_core.h"
+
+namespace lockstep {
+class MysqlPool;
+class RedisMutex;
+class RedisReadWriteLock;
+}  // namespace lockstep
+
+namespace lockstep::detail {
+
+using Clock = std::chrono::steady_clock;
+
+struct Counters {
+    std::atomic<std::uint64_t> hits{0}, negative_hits{0}, misses{0}, loads{0}, fills{0}, stale_sets_refused{0},
+        guard_waits{0}, guard_timeouts{0}, decode_errors{0}, cache_errors{0}, degraded_reads{0}, deletes{0},
+        deletes_failed{0}, deletes_retried{0}, deletes_abandoned{0}, lock_waits{0}, lock_timeouts{0}, locks_lost{0};
+};
+
+inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+
+// What a cached entry turned out to be once delivered.
+enum class Delivered { Value, NotFound, Marker, Corrupt };
+
+struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::State> {
+    State(TableSpec spec, MysqlPool& db, std::shared_ptr<EntryStore> store, RepositoryOptions options,
+          BackgroundScheduler& scheduler);
+
+    // ---- configuration (immutable) ----
+    TableSpec spec;
+    EntitySql sql;
+    MysqlPool& db;
+    std::shared_ptr<EntryStore> store;
+    RepositoryOptions opts;
+    std::shared_ptr<const WriteStrategy> strategy;
+    EntityKeys keys;
+    BackgroundScheduler& scheduler;
+    // The longest an entry can live: after this, a delete that never landed is moot.
+    std::chrono::milliseconds max_entry_lifetime{0};
+
+    Counters c;
+
+    // ---- cache health ----
+    // Steady-clock nanoseconds until which reads skip the cache after a connection error.
+    std::atomic<std::int64_t> cache_skip_until{0};
+    std::atomic<std::int64_t> next_warning{0};  // rate limit of cache-failure warnings
+    bool cache_usable() const;
+    // Logs (rate-limited), counts, and for connection errors pauses cache use by reads.
+    void cache_failed(const Error& e, std::string_view during);
+
+    // ---- read path (repository_reads.cpp) ----
+    std::vector<bool> get(const std::vector<std::int64_t>& ids, ValueSink& sink);
+    bool read_one(std::int64_t id, ValueSink& sink, std::size_t i);
+    bool read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
+    bool miss(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
+    bool fetch(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
+    // Loads from the database (no fill). The row's version, or nullopt when there is none.
+    std::optional<std::int64_t> load(std::int64_t id, ValueSink& sink, std::size_t i);
+    bool load_and_fill(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
+                       const std::string* marker);
+    void fill_one(const std::string& key, std::optional<std::int64_t> version, ValueSink& sink, std::size_t i,
+                  const std::string* marker);
+    std::optional<Fill> make_fill(const std::string& key, std::optional<std::int64_t> version, ValueSink& sink,
+                                  std::size_t i, const std::string* marker);
+    void count_fill(FillOutcome outcome);
+    Delivered deliver(const std::string& key, const std::string& bytes, ValueSink& sink, std::size_t i);
+    void give_back_marker(const std::string& key, const std::string& marker);
+    bool uses_marker() const;
+    std::chrono::milliseconds value_ttl() const;
+    std::chrono::milliseconds negative_ttl() const;
+
+    // ---- write path (repository_writes.cpp) ----
+    std::optional<std::int64_t> update(std::int64_t id, const std::function<SqlParams(const Row&)>& mutate,
+                                       ValueSink& sink);
+    std::int64_t insert(std::int64_t id, const SqlParams& columns, ValueSink& sink);
+    bool remove(std::int64_t id);
+
+    // ---- deletes ----
+    // DEL now; on failure hand the key to the retry queue. True if it landed.
+    bool delete_key(const std::string& key);
+    void delete_later(const std::string& key, std::chrono::milliseconds delay);
+    void enqueue_retry(const std::string& key);
+    void retry_delete(const std::string& key);
+
+    struct PendingDelete {
+        int attempts = 0;
+        std::uint64_t generation = 0;  // bumped by every new failure of this key
+        Clock::time_point give_up_at;
+    };
+    mutable std::mutex retry_mutex;
+    std::unordered_map<std::string, PendingDelete> pending_deletes;
+    std::atomic<bool> closed{false};
+
+    RepositoryMetrics metrics() const;
+};
+
+// The lock of one key for one operation, per the lock mode. Released explicitly by release();
+// the destructor releases too (never throwing) when an exception left the scope.
+class KeyLock {
+public:
+    enum class Side { Shared, Exclusive };
+    enum class Outcome { Held, NotNeeded, TimedOut, Unavailable };
+
+    KeyLock(RepositoryCore::State& state, std::int64_t id, Side side);
+    ~KeyLock();
+    KeyLock(const KeyLock&) = delete;
+    KeyLock& operator=(const KeyLock&) = delete;
+
+    Outcome acquire();
+    // Unlocks. A hold found lost is counted, logged, and answered with a DEL of the key.
+    void release();
+
+private:
+    RepositoryCore::State& state_;
+    std::int64_t id_;
+    Side side_;
+    std::unique_ptr<RedisMutex> mutex_;
+    std::unique_ptr<RedisReadWriteLock> rw_;
+    bool held_ = false;
+};
+
+// 32 random hex digits.
+std::string random_token();
+
+}  // namespace lockstep::detail
