@@ -1,0 +1,32 @@
+#include "scenarios.h"
+
+namespace lockstep::demo {
+
+std::vector<ScenarioInfo>& scenarios() {
+    static std::vector<ScenarioInfo> all;
+    return all;
+}
+
+const ScenarioInfo* find_scenario(const std::string& name) {
+    for (const auto& s : scenarios()) {
+        if (s.name == name) return &s;
+    }
+    return nullptr;
+}
+
+void register_scenarios() {
+    if (!scenarios().empty()) return;
+    add_smoke();
+    add_oversell();
+#if LOCKSTEP_DEMO_HAS_LOCKS
+    add_duplicate_job();
+    add_lock_pitfalls();
+#endif
+#if LOCKSTEP_DEMO_HAS_STRATEGIES
+    add_stale_cache();
+    add_stampede();
+    add_penetration();
+#endif
+}
+
+}  // namespace lockstep::demo
