@@ -73,6 +73,17 @@ RedisReply RedisConnection::command(std::initializer_list<std::string_view> args
     return round_trip(argv);
 }
 
+void RedisConnection::before_send() {
+    try {
+        fault::point("redis.before_send");
+    } catch (...) {
+        // The command is queued in hiredis's output buffer but not sent: reusing the connection
+        // would send it with the next caller's command and hand that caller this reply.
+        broken_ = true;
+        throw;
+    }
+}
+
 RedisReply RedisConnection::round_trip(detail::Argv& argv) {
     if (argv.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
     if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
@@ -82,7 +93,7 @@ RedisReply RedisConnection::round_trip(detail::Argv& argv) {
     }
     // Tests stop here to break the connection between lending and sending (a server restart
     // that looks_alive() could not have seen yet).
-    fault::point("redis.before_send");
+    before_send();
     // From the first byte sent on, a failure may leave the command applied: say so, and let
     // the pool discard this connection; it is never re-sent here.
     if (!detail::flush_output(ctx_.get())) {
@@ -108,7 +119,7 @@ std::vector<RedisReply> RedisConnection::pipeline(const std::vector<std::vector<
         }
     }
     const std::string count = std::to_string(commands.size());
-    fault::point("redis.before_send");
+    before_send();
     if (!detail::flush_output(ctx_.get())) {
         fail(("sending a pipeline of " + count + " commands failed; some may have been applied").c_str());
     }

@@ -335,10 +335,11 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
             const std::size_t n = std::min(kMaxInBatch, items.size() - start);
             const std::size_t padded = in_batch_size(n);
             SqlParams params;
+            params.reserve(padded);
             std::unordered_map<std::int64_t, std::size_t> item_of;
             for (std::size_t j = 0; j < padded; ++j) {
                 std::size_t item = items[start + std::min(j, n - 1)];  // pad by repeating the last id
-                params.push_back(ids[item]);
+                params.emplace_back(ids[item]);
                 item_of[ids[item]] = item;
             }
             auto rows = db.query(sql.select_in(padded), params);

@@ -6,6 +6,7 @@
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
 #include "redis_fixture.h"
 
 namespace lockstep::test {
@@ -134,6 +135,22 @@ TEST_F(RedisAuthTest, SelectedDatabaseIsUsedOnEveryConnection) {
 
     RedisClient out_of_range(options_with([](RedisOptions& o) { o.db = 100000; }));
     EXPECT_THROW(out_of_range.command({"PING"}), ProtocolError);
+}
+
+// An error raised at the fault point between queueing and sending leaves a command in
+// hiredis's output buffer. The connection must be thrown away, or the next caller would send
+// that command along with its own and read the wrong reply.
+TEST_F(RedisTest, ErrorBetweenQueueingAndSendingDiscardsTheConnection) {
+    RedisOptions o = options_;
+    o.pool_size = 1;
+    RedisClient client(o);
+    client.set(key("k"), "value");
+    {
+        auto armed = fault::arm("redis.before_send", fault::fail<ConnectionError>("injected"), {.times = 1});
+        EXPECT_THROW(client.command({"SET", key("k"), "overwritten"}), ConnectionError);
+    }
+    EXPECT_EQ(client.get(key("k")), "value");  // the queued SET was never sent
+    EXPECT_EQ(client.pool_stats().discarded, 1u);
 }
 
 }  // namespace

@@ -57,6 +57,8 @@ private:
     };
     [[noreturn]] void fail(const char* during);
     RedisReply round_trip(detail::Argv& argv);
+    // The fault point "redis.before_send"; an error armed there marks the connection broken.
+    void before_send();
     std::unique_ptr<redisContext, ContextDeleter> ctx_;
     RedisOptions options_;
     bool broken_ = false;
