@@ -24,11 +24,9 @@
 #include "products.h"
 #include "scenarios.h"
 #include "stats.h"
-#include "workers.h"
-#if LOCKSTEP_DEMO_HAS_LOCKS
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/locks/segmented_stock.h"
-#endif
+#include "workers.h"
 
 namespace lockstep::demo {
 
@@ -65,15 +63,6 @@ const GuardInfo& guard_named(const std::string& key) {
         if (key == g.key) return g;
     }
     throw ConfigError("guard", "unknown oversell guard '" + key + "'");
-}
-
-bool available(const GuardInfo& g) {
-#if LOCKSTEP_DEMO_HAS_LOCKS
-    (void)g;
-    return true;
-#else
-    return !g.needs_locks;
-#endif
 }
 
 std::string item_name(std::int64_t product) { return "oversell-" + std::to_string(product); }
@@ -117,10 +106,8 @@ bool read_then_write(MysqlPool& db, std::int64_t product, const std::function<vo
 }
 
 struct BuyerTools {
-#if LOCKSTEP_DEMO_HAS_LOCKS
     std::unique_ptr<RedisMutex> mutex;
     std::unique_ptr<SegmentedStock> segments;
-#endif
 };
 
 Attempt place_order(Services& s, Guard guard, std::int64_t product, BuyerTools& tools,
@@ -186,7 +173,6 @@ Attempt place_order(Services& s, Guard guard, std::int64_t product, BuyerTools& 
             }
             break;
         }
-#if LOCKSTEP_DEMO_HAS_LOCKS
         case Guard::Mutex: {
             auto t0 = std::chrono::steady_clock::now();
             std::unique_lock hold(*tools.mutex);
@@ -209,11 +195,6 @@ Attempt place_order(Services& s, Guard guard, std::int64_t product, BuyerTools& 
             a.sold = true;
             break;
         }
-#else
-        case Guard::Mutex:
-        case Guard::Segmented:
-            throw ConfigError("guard", "lockstep was built without its locks layer");
-#endif
     }
     return a;
 }
@@ -224,14 +205,12 @@ nlohmann::json buyer(Worker& w) {
     const GuardInfo& g = guard_named(args["guard"].get<std::string>());
     const auto product = args["product"].get<std::int64_t>();
     BuyerTools tools;
-#if LOCKSTEP_DEMO_HAS_LOCKS
     if (g.guard == Guard::Mutex) tools.mutex = std::make_unique<RedisMutex>(w.services.locks(), lock_name(product));
     if (g.guard == Guard::Segmented) {
         SegmentedStockOptions so;
         so.prefix = w.services.prefix();
         tools.segments = std::make_unique<SegmentedStock>(w.services.redis(), item_name(product), so);
     }
-#endif
     nlohmann::json out;
     if (args.value("forced", false)) {
         // Forced: one order; after its read the buyer waits for the other buyer's read.
@@ -270,16 +249,12 @@ nlohmann::json buyer(Worker& w) {
 // Sets up product `id` with `stock` units (and its segments) for one case.
 void prepare(DemoContext& ctx, const GuardInfo& g, std::int64_t id, int stock) {
     insert_product(ctx.services().db(), id, stock, "oversell item");
-#if LOCKSTEP_DEMO_HAS_LOCKS
     if (g.guard == Guard::Segmented) {
         SegmentedStockOptions so;
         so.prefix = ctx.services().prefix();
         SegmentedStock seg(ctx.services().redis(), item_name(id), so);
         if (!seg.init(stock, std::min(8, stock))) throw ConfigError("segments", "stock already initialised");
     }
-#else
-    (void)g;
-#endif
 }
 
 // Segmented stock sells from Redis; the database row catches up once, at the end of the sale.
@@ -387,7 +362,6 @@ LoadNumbers load_run(DemoContext& ctx, const GuardInfo& g) {
 void run(DemoContext& ctx) {
     if (ctx.options().want_forced()) {
         for (const auto& g : guards()) {
-            if (!available(g)) continue;
             Result base = make_result(kScenario, "O1", g.label, Mode::Forced,
                                       g.guard == Guard::None ? Outcome::Reproduced : Outcome::Prevented);
             record_forced(ctx, std::move(base), [&](int) { return forced_trial(ctx, g); });
@@ -396,7 +370,6 @@ void run(DemoContext& ctx) {
     if (!ctx.options().want_load()) return;
     std::optional<LoadNumbers> mutex_numbers, segmented_numbers;
     for (const auto& g : guards()) {
-        if (!available(g)) continue;
         LoadNumbers n = load_run(ctx, g);
         if (g.guard == Guard::Mutex) mutex_numbers = n;
         if (g.guard == Guard::Segmented) segmented_numbers = n;

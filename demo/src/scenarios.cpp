@@ -18,15 +18,11 @@ void register_scenarios() {
     if (!scenarios().empty()) return;
     add_smoke();
     add_oversell();
-#if LOCKSTEP_DEMO_HAS_LOCKS
     add_duplicate_job();
     add_lock_pitfalls();
-#endif
-#if LOCKSTEP_DEMO_HAS_STRATEGIES
     add_stale_cache();
     add_stampede();
     add_penetration();
-#endif
 }
 
 }  // namespace lockstep::demo

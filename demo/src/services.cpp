@@ -6,9 +6,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/db/mysql_pool.h"
-#if LOCKSTEP_DEMO_HAS_LOCKS
 #include "lockstep/locks/lock_client.h"
-#endif
 
 namespace lockstep::demo {
 
@@ -42,13 +40,9 @@ RedisLockClient& Services::locks() {
 }
 
 std::shared_ptr<RedisLockClient> Services::new_lock_client() {
-#if LOCKSTEP_DEMO_HAS_LOCKS
     LockClientOptions options;
     options.prefix = prefix_;
     return std::make_shared<RedisLockClient>(*redis_, options);
-#else
-    throw ConfigError("locks", "lockstep was built without its locks layer");
-#endif
 }
 
 }  // namespace lockstep::demo
