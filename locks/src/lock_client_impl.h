@@ -23,6 +23,9 @@
 
 namespace lockstep {
 
+// A duration as a script argument: whole milliseconds.
+inline std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()); }
+
 using SteadyClock = std::chrono::steady_clock;
 using SteadyTime = SteadyClock::time_point;
 

@@ -8,10 +8,6 @@ namespace lockstep {
 
 namespace {
 
-std::string ms(std::chrono::milliseconds d) {
-    return std::to_string(d.count());
-}
-
 // The mutex as a LockSide: one hash key, a waiter queue, one wake-up channel per client.
 class MutexSide final : public LockSide {
 public:

@@ -8,10 +8,6 @@ namespace lockstep {
 
 namespace {
 
-std::string ms(std::chrono::milliseconds d) {
-    return std::to_string(d.count());
-}
-
 // The read side: a reader-count hash plus a zset of each reader's own lease. A release is
 // announced to all of this lock's waiters (waiting readers may all read together).
 class ReadSide final : public LockSide {

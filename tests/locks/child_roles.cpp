@@ -19,9 +19,6 @@
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/locks/redis_read_write_lock.h"
 
-// GCC before 14 warns about omitted members even with designated initializers (PR 96868).
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 namespace lockstep::test {
 
 int run_locked_increments(RedisClient& redis, RedisLockClient& locks, const std::string& name,

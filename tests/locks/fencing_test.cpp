@@ -17,9 +17,6 @@
 #include "lockstep/locks/redis_read_write_lock.h"
 #include "test_servers.h"
 
-// GCC before 14 warns about omitted members even with designated initializers (PR 96868).
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 namespace lockstep {
 namespace {
 

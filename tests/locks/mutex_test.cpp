@@ -16,9 +16,6 @@
 #include "lockstep/locks/redis_mutex.h"
 #include "test_servers.h"
 
-// GCC before 14 warns about omitted members even with designated initializers (PR 96868).
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 namespace lockstep {
 namespace {
 
