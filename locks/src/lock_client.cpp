@@ -270,11 +270,13 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
         h->valid_until = sent + settings.lease;
         h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
         stats.acquired.fetch_add(1);
+        bool wake_watchdog = false;
         {
             std::lock_guard lock(mutex);
+            wake_watchdog = h->next_check < watchdog_wakes_at;
             holds[hid] = std::move(h);
         }
-        watchdog_cv.notify_all();
+        if (wake_watchdog) watchdog_cv.notify_all();
     };
 
     // Runs one fresh attempt; true when the outcome is final (acquired).
@@ -434,14 +436,18 @@ void RedisLockClient::Impl::watchdog_loop() {
             if (h->active && !h->lost) earliest = std::min(earliest, h->next_check);
         }
         if (earliest == SteadyTime::max()) {
+            watchdog_wakes_at = SteadyTime::max();
             watchdog_cv.wait(lock);
             continue;
         }
         SteadyTime now = SteadyClock::now();
         if (now < earliest) {
+            watchdog_wakes_at = earliest;
             watchdog_cv.wait_until(lock, earliest);
             continue;
         }
+        // Awake and working: a hold registered now is seen at the next pass through the loop.
+        watchdog_wakes_at = SteadyTime::min();
         std::vector<std::shared_ptr<Hold>> due;
         std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> ended;
         for (const auto& [k, h] : holds) {
