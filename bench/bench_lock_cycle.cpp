@@ -1,0 +1,162 @@
+// Uncontended lock cycle: RedisMutex::lock + unlock on a free lock, one thread, against two raw
+// EVALSHA round trips of the smallest correct reentrant lock (Redisson's pair of scripts: hash
+// owner -> count + PEXPIRE; release: decrement, DEL and PUBLISH at zero) sent with bare hiredis,
+// timed call by call in one loop (paired.h). A third operation in the loop runs those same two
+// scripts through RedisClient::eval, which splits the difference into "the client layer" and
+// "the lock itself"; after the timed loop a probe reads what each costs the server.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "families.h"
+#include "lockstep/locks/redis_mutex.h"
+#include "paired.h"
+#include "raw_redis.h"
+
+namespace lockstep::bench {
+
+namespace {
+
+// Redisson's reentrant lock, the least a correct Redis lock does in its two round trips.
+constexpr const char* kMinimalAcquire = R"lua(
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 0
+end
+return redis.call('pttl', KEYS[1])
+)lua";
+constexpr const char* kMinimalRelease = R"lua(
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return -1 end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then return 1 end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], '0')
+return 2
+)lua";
+
+constexpr const char* kCycleBench = "lock_cycle/paired";
+
+}  // namespace
+
+void register_lock_cycle(Environment& env, Plan& plan) {
+    const Budget& b = env.budget();
+    auto mutex = std::make_shared<RedisMutex>(env.locks(), "bench-cycle");
+    const std::string raw_lock = env.prefix() + "{bench-raw-cycle}:lock";
+    const std::string raw_channel = env.prefix() + "{bench-raw-cycle}:lock:ch";
+    const RedisOptions options = env.redis_options();
+    auto acquire = std::make_shared<RedisScript>(kMinimalAcquire);
+    auto release = std::make_shared<RedisScript>(kMinimalRelease);
+    // Load both scripts now, so the first timed call is already an EVALSHA hit.
+    env.redis().command({"SCRIPT", "LOAD", kMinimalAcquire});
+    env.redis().command({"SCRIPT", "LOAD", kMinimalRelease});
+    RedisClient* client = &env.redis();
+    Environment* env_ptr = &env;
+
+    benchmark::RegisterBenchmark(
+        kCycleBench,
+        [=, env = env_ptr](benchmark::State& state) {
+            RawRedis raw(options);
+            const std::string raw_owner = "raw:1";
+            const std::string client_owner = "client:1";
+            const std::string client_lock = raw_lock + ":client";
+            bool busy = false;
+            const std::vector<TimedOp> ops = {
+                {"ours",
+                 [&] {
+                     mutex->lock();
+                     mutex->unlock();
+                 }},
+                {"raw",
+                 [&] {
+                     busy =
+                         busy || raw.command({"EVALSHA", acquire->sha1(), "1", raw_lock, raw_owner, "30000"})
+                                         ->integer != 0;
+                     raw.command({"EVALSHA", release->sha1(), "2", raw_lock, raw_channel, raw_owner});
+                 }},
+                {"client",
+                 [&] {
+                     busy = busy ||
+                            client->eval(*acquire, {client_lock}, {client_owner, "30000"}).integer() != 0;
+                     client->eval(*release, {client_lock, raw_channel}, {client_owner});
+                 }},
+            };
+            run_paired(state, ops);
+            if (busy && !state.error_occurred()) state.SkipWithError("a baseline lock was found busy");
+            if (state.error_occurred()) return;
+            try {
+                // Not timed: what a cycle costs the server (EVALSHA calls and time from INFO commandstats,
+                // lock and unlock apart) and how often it puts a thread of this process to sleep or
+                // wakes one (context switches of all threads: each round trip is at least one).
+                constexpr int kProbe = 100;
+                double lock_us = 0, unlock_us = 0, scripts = 0;
+                for (int i = 0; i < kProbe; ++i) {
+                    const auto s0 = env->command_stats()["evalsha"];
+                    mutex->lock();
+                    const auto s1 = env->command_stats()["evalsha"];
+                    mutex->unlock();
+                    const auto s2 = env->command_stats()["evalsha"];
+                    lock_us += static_cast<double>(s1.usec - s0.usec);
+                    unlock_us += static_cast<double>(s2.usec - s1.usec);
+                    scripts += static_cast<double>(s2.calls - s0.calls);
+                }
+                state.counters["ours_server_lock_us"] = lock_us / kProbe;
+                state.counters["ours_server_unlock_us"] = unlock_us / kProbe;
+                state.counters["ours_server_scripts"] = scripts / kProbe;
+                const auto r0 = env->command_stats()["evalsha"];
+                for (int i = 0; i < kProbe; ++i) ops[1].call();
+                const auto r1 = env->command_stats()["evalsha"];
+                state.counters["raw_server_us"] = static_cast<double>(r1.usec - r0.usec) / kProbe;
+                state.counters["raw_server_scripts"] = static_cast<double>(r1.calls - r0.calls) / kProbe;
+                long long switches = process_context_switches();
+                for (int i = 0; i < kProbe; ++i) ops[0].call();
+                state.counters["ours_switches"] =
+                    static_cast<double>(process_context_switches() - switches) / kProbe;
+                switches = process_context_switches();
+                for (int i = 0; i < kProbe; ++i) ops[1].call();
+                state.counters["raw_switches"] =
+                    static_cast<double>(process_context_switches() - switches) / kProbe;
+            } catch (const std::exception& e) {
+                state.SkipWithError(e.what());
+            }
+        })
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(b.latency_min_time)
+        ->Repetitions(b.latency_repetitions);
+
+    plan.add(row_order::kLockCycle, "uncontended lock cycle", "≤ 1.15×", {kCycleBench}, [](const Results& r) {
+        const MedianRepetition m(r, kCycleBench, "ours", "raw");
+        TableRow row = paired_latency_row(m, "ours", "raw", 1.15, "lock+unlock", "2 raw EVALSHA");
+        const double ours = m.seconds("ours");
+        const double raw = m.seconds("raw");
+        const double client = m.seconds("client");
+        const double lock_server = m.counter("ours_server_lock_us");
+        const double unlock_server = m.counter("ours_server_unlock_us");
+        const double raw_server = m.counter("raw_server_us");
+        const double ours_switches = m.counter("ours_switches");
+        const double raw_switches = m.counter("raw_switches");
+        const double server_extra = (lock_server + unlock_server - raw_server) / 1e6;
+        const double layer = client - raw;
+        row.notes = "baseline: Redisson's minimal reentrant scripts over bare hiredis; the +" +
+                    micros(ours - raw) + " ≈ Redis running our scripts +" + micros(server_extra) +
+                    " (acquire " + fixed(lock_server, 1) + " µs, release " + fixed(unlock_server, 1) +
+                    " µs, baseline both " + fixed(raw_server, 1) +
+                    " µs; INFO commandstats) + RedisClient::eval layer " + micros(layer) +
+                    " + the rest of the client " + micros(ours - raw - server_extra - layer) +
+                    "; context switches per cycle " + fixed(ours_switches, 1) + " (baseline " +
+                    fixed(raw_switches, 1) + ")";
+        if (row.verdict == Verdict::Missed) {
+            row.notes += "; missed: 1.15× leaves " + micros(raw * 0.15) +
+                         ", the scripts' extra server time alone is " + micros(server_extra);
+        }
+        row.data["ours_server_lock_us"] = lock_server;
+        row.data["ours_server_unlock_us"] = unlock_server;
+        row.data["baseline_server_us"] = raw_server;
+        row.data["ours_context_switches"] = ours_switches;
+        row.data["baseline_context_switches"] = raw_switches;
+        row.data["client_eval_seconds"] = client;
+
+        return row;
+    });
+}
+
+}  // namespace lockstep::bench

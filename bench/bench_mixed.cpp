@@ -1,0 +1,139 @@
+// Mixed load: 8 threads on 16 hot products, 90% reads (get_versioned) and 10% writes (update),
+// per write strategy and lock mode, against WriteThenDelete with no lock. Shown: reads per
+// second and the stale-read rate.
+//
+// A stale read is one that returns an older version than a write that had *returned* before
+// the read started: every writer publishes the version it committed once update() is back, and
+// every reader notes the highest published version of its key before it reads. That is what a
+// user sees as "I wrote it, then read the old value"; it happens when a race (C2: a reader that
+// loaded the old row backfills after the writer's DEL) leaves an old entry in the cache.
+#include <atomic>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "families.h"
+#include "repositories.h"
+
+namespace lockstep::bench {
+
+namespace {
+
+constexpr int kThreads = 8;
+constexpr int kKeys = 16;
+constexpr const char* kBaseline = "mixed/WriteThenDelete+None";
+
+struct MixedCase {
+    std::string label;  // "WriteThenDelete+None"
+    std::shared_ptr<ProductRepository> repo;
+    std::int64_t first_id = 0;
+    // The highest version committed by a write that has returned, per key.
+    std::vector<std::atomic<std::int64_t>> committed = std::vector<std::atomic<std::int64_t>>(kKeys);
+};
+
+void mixed_load(benchmark::State& state, MixedCase& c) {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::uniform_int_distribution<int> pick_key(0, kKeys - 1);
+    std::uniform_int_distribution<int> pick_op(0, 9);
+    long long reads = 0, writes = 0, stale = 0;
+    std::string error;
+    for (auto _ : state) {
+        const int k = pick_key(rng);
+        const std::int64_t id = c.first_id + k;
+        try {
+            if (pick_op(rng) == 0) {
+                std::int64_t before = 0;
+                c.repo->update(id, [&](Product& p) {
+                    before = p.version;
+                    p.price += 1;
+                });
+                auto& slot = c.committed[k];
+                std::int64_t seen = slot.load();
+                while (seen < before + 1 && !slot.compare_exchange_weak(seen, before + 1)) {
+                }
+                ++writes;
+            } else {
+                const std::int64_t floor = c.committed[k].load();
+                auto v = c.repo->get_versioned(id);
+                if (!v) {
+                    error = "a product row vanished";
+                    continue;
+                }
+                if (v->version < floor) ++stale;
+                ++reads;
+            }
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    }
+    // Not timed: delayed deletes land before the next benchmark starts.
+    if (state.thread_index() == 0) c.repo->settle(std::chrono::seconds(5));
+    using benchmark::Counter;
+    state.counters["reads_per_s"] = Counter(static_cast<double>(reads), Counter::kIsRate);
+    state.counters["writes_per_s"] = Counter(static_cast<double>(writes), Counter::kIsRate);
+    state.counters["reads"] = static_cast<double>(reads);
+    state.counters["stale"] = static_cast<double>(stale);
+    if (!error.empty()) state.SkipWithError(error.c_str());
+}
+
+std::string stale_text(const Results& r, const std::string& name) {
+    const double reads = r.counter_sum(name, "reads");
+    const double stale = r.counter_sum(name, "stale");
+    return fixed(reads > 0 ? stale / reads * 100 : 0, 3) + "% stale";
+}
+
+}  // namespace
+
+void register_mixed(Environment& env, Plan& plan) {
+    const Budget& b = env.budget();
+    struct Choice {
+        std::string label;
+        std::shared_ptr<const WriteStrategy> strategy;
+        LockMode mode;
+    };
+    const std::vector<Choice> choices = {
+        {"WriteThenDelete+None", std::make_shared<WriteThenDelete>(), LockMode::None},
+        {"DelayedDoubleDelete(100ms)+None",
+         std::make_shared<DelayedDoubleDelete>(std::chrono::milliseconds(100)), LockMode::None},
+        {"TtlBounding(2s)+None",
+         std::make_shared<TtlBounding>(std::chrono::seconds(2), std::chrono::milliseconds(200)),
+         LockMode::None},
+        {"WriteThrough+None", std::make_shared<WriteThrough>(), LockMode::None},
+        {"Lease+None", std::make_shared<Lease>(), LockMode::None},
+        {"WriteThenDelete+Mutex", std::make_shared<WriteThenDelete>(), LockMode::Mutex},
+        {"WriteThenDelete+ReadWrite", std::make_shared<WriteThenDelete>(), LockMode::ReadWrite},
+    };
+    int index = 0;
+    for (const auto& choice : choices) {
+        auto c = std::make_shared<MixedCase>();
+        c->label = choice.label;
+        c->repo = make_repository(env, choice.strategy, choice.mode);
+        c->first_id = new_products(env, kKeys);
+        const std::string name = "mixed/" + choice.label;
+        benchmark::RegisterBenchmark(name.c_str(), [c](benchmark::State& state) { mixed_load(state, *c); })
+            ->Threads(kThreads)
+            ->UseRealTime()
+            ->MinTime(b.throughput_min_time)
+            ->Repetitions(b.throughput_repetitions);
+        if (index++ == 0) continue;  // the baseline has no row of its own: it is every row's baseline
+        plan.add(row_order::kMixed + index, "mixed load: " + choice.label, "shown", {name, kBaseline},
+                 [name](const Results& r) {
+                     TableRow row = rate_row(r, name, kBaseline, "reads_per_s", 0, "reads");
+                     row.ours += ", " + stale_text(r, name);
+                     row.baseline += ", " + stale_text(r, kBaseline);
+                     row.notes = fixed(r.counter_sum(name, "stale"), 0) + " stale of " +
+                                 fixed(r.counter_sum(name, "reads"), 0) + " reads (baseline " +
+                                 fixed(r.counter_sum(kBaseline, "stale"), 0) + " of " +
+                                 fixed(r.counter_sum(kBaseline, "reads"), 0) +
+                                 "); 8 threads, 16 keys, 90% reads";
+                     row.data["stale"] = r.counter_sum(name, "stale");
+                     row.data["reads"] = r.counter_sum(name, "reads");
+                     row.data["baseline_stale"] = r.counter_sum(kBaseline, "stale");
+                     row.data["baseline_reads"] = r.counter_sum(kBaseline, "reads");
+                     return row;
+                 });
+    }
+}
+
+}  // namespace lockstep::bench

@@ -1,0 +1,39 @@
+// The benchmark families of lockstep-bench. Each registers its Google Benchmark functions
+// (ours and the baseline it is compared with, plus the helpers its notes need) and the table
+// rows computed from them. Rows are numbered in the order of the issue.
+#pragma once
+
+#include "environment.h"
+#include "report.h"
+
+namespace lockstep::bench {
+
+namespace row_order {
+constexpr int kCacheHit = 10;
+constexpr int kLockCycle = 20;
+constexpr int kHandover = 30;
+constexpr int kWriter = 40;
+constexpr int kOversell = 50;
+constexpr int kDbAuthority = 60;
+constexpr int kStampede = 70;
+constexpr int kMixed = 80;
+}  // namespace row_order
+
+void register_db_authority(Environment& env, Plan& plan);
+
+#if LOCKSTEP_BENCH_HAS_LOCKS
+void register_lock_cycle(Environment& env, Plan& plan);
+void register_handover(Environment& env, Plan& plan);
+void register_oversell(Environment& env, Plan& plan);
+// The second process of the contended hand-over: `lockstep-bench --handover-worker ...`.
+int handover_worker_main(int argc, char** argv);
+#endif
+
+#if LOCKSTEP_BENCH_HAS_STRATEGIES
+void register_cache_hit(Environment& env, Plan& plan);
+void register_writer(Environment& env, Plan& plan);
+void register_stampede(Environment& env, Plan& plan);
+void register_mixed(Environment& env, Plan& plan);
+#endif
+
+}  // namespace lockstep::bench

@@ -1,0 +1,187 @@
+// lockstep-bench: every benchmark of the issue in one process run, each next to its raw
+// baseline, then one table (benchmark, ours, baseline, ratio, target, met, notes) on stdout.
+//
+//   lockstep-bench [--quick] [--json FILE] [--strict] [--benchmark_filter=REGEX] [other
+//                  Google Benchmark flags]
+//
+// Progress (Google Benchmark's own lines, one per repetition) goes to stderr. Ours and its
+// baseline repeat interleaved at random (--benchmark_enable_random_interleaving), so drift on a
+// shared machine hits both; each figure is the median over repetitions. --strict exits 1 when a
+// target is missed.
+#include <sys/utsname.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "environment.h"
+#include "families.h"
+#include "lockstep/core/error.h"
+#include "report.h"
+
+namespace lockstep::bench {
+namespace {
+
+// Console lines to stderr (progress), every run also into Results.
+class CollectingReporter final : public benchmark::ConsoleReporter {
+public:
+    explicit CollectingReporter(Results& results) : ConsoleReporter(OO_Tabular), results_(results) {}
+    void ReportRuns(const std::vector<Run>& runs) override {
+        for (const auto& run : runs) results_.add(run);
+        ConsoleReporter::ReportRuns(runs);
+    }
+
+private:
+    Results& results_;
+};
+
+std::string cpu_model() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(colon + 2);
+        }
+    }
+    return "unknown CPU";
+}
+
+std::string utc_now() {
+    std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+    return buf;
+}
+
+void usage() {
+    std::cout
+        << "usage: lockstep-bench [--quick] [--json FILE] [--strict] [Google Benchmark flags]\n"
+           "  --quick      fewer and shorter repetitions (about a minute)\n"
+           "  --json FILE  also write the table, the machine and every repetition as JSON\n"
+           "  --strict     exit 1 when a target is missed\n"
+           "Servers: private redis-server and mariadbd unless LOCKSTEP_REDIS_URL / LOCKSTEP_MYSQL_URL.\n";
+}
+
+int run(int argc, char** argv) {
+    bool quick = false, strict = false;
+    std::string json_path;
+    std::vector<std::string> gb_args = {argv[0], "--benchmark_enable_random_interleaving=true"};
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--quick") {
+            quick = true;
+        } else if (a == "--strict") {
+            strict = true;
+        } else if (a == "--json" && i + 1 < argc) {
+            json_path = argv[++i];
+        } else if (a.rfind("--json=", 0) == 0) {
+            json_path = a.substr(7);
+        } else if (a == "--help" || a == "-h") {
+            usage();
+            return 0;
+        } else {
+            gb_args.push_back(a);
+        }
+    }
+
+    Environment env(quick ? Budget::quick_run() : Budget::full());
+    Plan plan;
+    register_db_authority(env, plan);
+#if LOCKSTEP_BENCH_HAS_LOCKS
+    register_lock_cycle(env, plan);
+    register_handover(env, plan);
+    register_oversell(env, plan);
+#else
+    const std::string no_locks = "lockstep was built without its locks layer (LOCKSTEP_DEV_LAYERS)";
+    plan.add_not_built(row_order::kLockCycle, "uncontended lock cycle", "≤ 1.15×", no_locks);
+    plan.add_not_built(row_order::kHandover, "contended hand-over", "≥ 0.8×", no_locks);
+    plan.add_not_built(row_order::kOversell, "segmented oversell", "≥ 4×", no_locks);
+#endif
+#if LOCKSTEP_BENCH_HAS_STRATEGIES
+    register_cache_hit(env, plan);
+    register_writer(env, plan);
+    register_stampede(env, plan);
+    register_mixed(env, plan);
+#else
+    const std::string no_strategies = "lockstep was built without its strategies layer (LOCKSTEP_DEV_LAYERS)";
+    plan.add_not_built(row_order::kCacheHit, "cache hit", "≤ 1.05×", no_strategies);
+    plan.add_not_built(row_order::kWriter, "double-delete writer", "≤ 1.05×", no_strategies);
+    plan.add_not_built(row_order::kStampede, "stampede", "exactly 1", no_strategies);
+    plan.add_not_built(row_order::kMixed, "mixed load", "shown", no_strategies);
+#endif
+
+    std::vector<char*> gb_argv;
+    for (auto& s : gb_args) gb_argv.push_back(s.data());
+    int gb_argc = static_cast<int>(gb_argv.size());
+    benchmark::Initialize(&gb_argc, gb_argv.data());
+    if (benchmark::ReportUnrecognizedArguments(gb_argc, gb_argv.data())) return 2;
+
+    progress(std::string("running") + (quick ? " (--quick)" : "") +
+             "; one line per repetition follows, ours and baselines interleaved at random");
+    Results results;
+    CollectingReporter reporter(results);
+    reporter.SetOutputStream(&std::cerr);
+    reporter.SetErrorStream(&std::cerr);
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+
+    Machine machine;
+    machine.cores = static_cast<int>(std::thread::hardware_concurrency());
+    machine.cpu = cpu_model();
+    machine.redis_version = env.redis_version();
+    machine.mariadb_version = env.mariadb_version();
+    machine.private_servers = env.private_servers();
+    machine.quick = quick;
+    machine.date = utc_now();
+    double load[1] = {0};
+    if (getloadavg(load, 1) == 1) machine.load_average = load[0];
+
+    auto rows = plan.rows(results);
+    std::cout << "\n";
+    print_table(std::cout, machine, rows);
+    std::cout.flush();
+    if (!json_path.empty()) {
+        std::ofstream out(json_path);
+        out << to_json(machine, rows, results).dump(2) << "\n";
+        if (!out) {
+            std::cerr << "lockstep-bench: cannot write " << json_path << "\n";
+            return 2;
+        }
+        progress("wrote " + json_path);
+    }
+    // The registered lambdas own repositories and locks that borrow the environment's clients.
+    benchmark::ClearRegisteredBenchmarks();
+    benchmark::Shutdown();
+
+    bool failed = false, missed = false;
+    for (const auto& r : rows) {
+        failed = failed || r.verdict == Verdict::Failed;
+        missed = missed || r.verdict == Verdict::Missed;
+    }
+    if (failed) return 2;
+    return strict && missed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace lockstep::bench
+
+int main(int argc, char** argv) {
+#if LOCKSTEP_BENCH_HAS_LOCKS
+    if (argc > 1 && std::strcmp(argv[1], "--handover-worker") == 0) {
+        return lockstep::bench::handover_worker_main(argc, argv);
+    }
+#endif
+    try {
+        return lockstep::bench::run(argc, argv);
+    } catch (const std::exception& e) {
+        std::cerr << "lockstep-bench: " << e.what() << "\n";
+        return 2;
+    }
+}

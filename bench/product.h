@@ -1,0 +1,48 @@
+// The entity every repository benchmark reads and writes: a row of the demo's `products` table,
+// cached as JSON by the default JsonCodec (what a user who does not pick a codec gets).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/strategies/entity.h"
+
+namespace lockstep::bench {
+
+struct Product {
+    std::int64_t id = 0;
+    std::string name;
+    std::int64_t price = 0;
+    int stock = 0;
+    // The row version, filled from database rows only (the cache entry carries it separately).
+    std::int64_t version = 0;
+};
+
+inline void to_json(nlohmann::json& j, const Product& p) {
+    j = nlohmann::json{{"id", p.id}, {"name", p.name}, {"price", p.price}, {"stock", p.stock}};
+}
+
+inline void from_json(const nlohmann::json& j, Product& p) {
+    j.at("id").get_to(p.id);
+    j.at("name").get_to(p.name);
+    j.at("price").get_to(p.price);
+    j.at("stock").get_to(p.stock);
+}
+
+inline Entity<Product> product_entity() {
+    Entity<Product> e;
+    e.name = "product";
+    e.table = "products";
+    e.columns = {"name", "price", "stock"};
+    e.from_row = [](const Row& r) {
+        return Product{r.get<std::int64_t>("id"), r.get<std::string>("name"), r.get<std::int64_t>("price"),
+                       r.get<int>("stock"), r.get<std::int64_t>("version")};
+    };
+    e.to_columns = [](const Product& p) { return SqlParams{p.name, p.price, p.stock}; };
+    e.id_of = [](const Product& p) { return p.id; };
+    return e;
+}
+
+}  // namespace lockstep::bench
