@@ -83,6 +83,24 @@ void commit(Transaction& tx, CoreWrite& write, const WriteStrategy& strategy) {
     strategy.after_commit(write);
 }
 
+void check_column_count(std::size_t given, std::size_t expected) {
+    if (given != expected) {
+        throw ConfigError("entity.to_columns", "returned " + std::to_string(given) + " values for " +
+                                                   std::to_string(expected) + " columns");
+    }
+}
+
+// The cache entry of a row just written in `tx`: the row is re-read so the cached bytes are
+// exactly what a reader would load (defaults, triggers, column types). Sets `version`.
+std::string entry_of_written_row(Transaction& tx, const RepositoryCore::State& state, std::int64_t id,
+                                 ValueSink& sink, std::int64_t& version) {
+    auto written = tx.query_one(state.sql.select_one, {id});
+    if (!written) throw DbError("row " + std::to_string(id) + " vanished inside its own transaction", 0, "");
+    version = written->get<std::int64_t>(state.spec.version_column);
+    sink.from_db(0, version, *written);
+    return CacheEntry::encode_value(version, sink.encode(0));
+}
+
 }  // namespace
 
 std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
@@ -100,22 +118,12 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
             return std::nullopt;
         }
         SqlParams params = mutate(*row);
-        if (params.size() != spec.columns.size()) {
-            throw ConfigError("entity.to_columns", "returned " + std::to_string(params.size()) + " values for " +
-                                                       std::to_string(spec.columns.size()) + " columns");
-        }
+        check_column_count(params.size(), spec.columns.size());
         params.push_back(id);
         tx.execute(sql.update, params);
         version = row->get<std::int64_t>(spec.version_column) + 1;
         std::optional<std::string> entry;
-        if (strategy->needs_entry()) {
-            // Re-read the written row so the cached bytes are exactly what a reader would load.
-            auto written = tx.query_one(sql.select_one, {id});
-            if (!written) throw DbError("row " + std::to_string(id) + " vanished inside its own transaction", 0, "");
-            version = written->get<std::int64_t>(spec.version_column);
-            sink.from_db(0, version, *written);
-            entry = CacheEntry::encode_value(version, sink.encode(0));
-        }
+        if (strategy->needs_entry()) entry = entry_of_written_row(tx, *this, id, sink, version);
         CoreWrite write(*this, WriteContext::Kind::Update, keys.value(id), version, std::move(entry));
         commit(tx, write, *strategy);
     }
@@ -124,10 +132,7 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
 }
 
 std::int64_t RepositoryCore::State::insert(std::int64_t id, const SqlParams& columns, ValueSink& sink) {
-    if (columns.size() != spec.columns.size()) {
-        throw ConfigError("entity.to_columns", "returned " + std::to_string(columns.size()) + " values for " +
-                                                   std::to_string(spec.columns.size()) + " columns");
-    }
+    check_column_count(columns.size(), spec.columns.size());
     KeyLock lock(*this, id, KeyLock::Side::Exclusive);
     lock_for_write(lock, *this, id);
     std::int64_t version = 1;
@@ -139,13 +144,7 @@ std::int64_t RepositoryCore::State::insert(std::int64_t id, const SqlParams& col
         params.insert(params.end(), columns.begin(), columns.end());
         tx.execute(sql.insert, params);
         std::optional<std::string> entry;
-        if (strategy->needs_entry()) {
-            auto written = tx.query_one(sql.select_one, {id});
-            if (!written) throw DbError("row " + std::to_string(id) + " vanished inside its own transaction", 0, "");
-            version = written->get<std::int64_t>(spec.version_column);
-            sink.from_db(0, version, *written);
-            entry = CacheEntry::encode_value(version, sink.encode(0));
-        }
+        if (strategy->needs_entry()) entry = entry_of_written_row(tx, *this, id, sink, version);
         CoreWrite write(*this, WriteContext::Kind::Insert, keys.value(id), version, std::move(entry));
         commit(tx, write, *strategy);
     }
