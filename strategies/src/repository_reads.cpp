@@ -219,19 +219,21 @@ bool RepositoryCore::State::fetch(std::int64_t id, const std::string& key, Value
     }
 }
 
+std::optional<bool> RepositoryCore::State::lock_or_load(KeyLock& lock, std::int64_t id, ValueSink& sink,
+                                                      std::size_t i) {
+    switch (lock.acquire()) {
+        case KeyLock::Outcome::Held:
+        case KeyLock::Outcome::NotNeeded: return std::nullopt;
+        case KeyLock::Outcome::TimedOut: break;  // held longer than lock_wait: read without filling
+        case KeyLock::Outcome::Unavailable: bump(c.degraded_reads); break;
+    }
+    return load(id, sink, i).has_value();
+}
+
 bool RepositoryCore::State::miss(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
     if (opts.lock_mode != LockMode::Mutex) return fetch(id, key, sink, i);
     KeyLock lock(*this, id, KeyLock::Side::Exclusive);
-    switch (lock.acquire()) {
-        case KeyLock::Outcome::Held:
-        case KeyLock::Outcome::NotNeeded: break;
-        case KeyLock::Outcome::TimedOut:
-            // Someone holds the key for longer than lock_wait: read without filling.
-            return load(id, sink, i).has_value();
-        case KeyLock::Outcome::Unavailable:
-            bump(c.degraded_reads);
-            return load(id, sink, i).has_value();
-    }
+    if (auto loaded = lock_or_load(lock, id, sink, i)) return *loaded;
     // Re-check under the lock: the holder we waited for may have filled it.
     std::optional<std::string> entry;
     try {
@@ -289,15 +291,7 @@ bool RepositoryCore::State::read_one(std::int64_t id, ValueSink& sink, std::size
         return load(id, sink, i).has_value();
     }
     KeyLock lock(*this, id, KeyLock::Side::Shared);
-    switch (lock.acquire()) {
-        case KeyLock::Outcome::Held:
-        case KeyLock::Outcome::NotNeeded: break;
-        case KeyLock::Outcome::TimedOut:
-            return load(id, sink, i).has_value();
-        case KeyLock::Outcome::Unavailable:
-            bump(c.degraded_reads);
-            return load(id, sink, i).has_value();
-    }
+    if (auto loaded = lock_or_load(lock, id, sink, i)) return *loaded;
     bool found = read_unlocked(id, key, sink, i);
     lock.release();
     return found;

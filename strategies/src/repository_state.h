@@ -39,6 +39,8 @@ inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.fetch_a
 // What a cached entry turned out to be once delivered.
 enum class Delivered { Value, NotFound, Marker, Corrupt };
 
+class KeyLock;  // below: a per-key lock held through the lock client
+
 struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::State> {
     State(TableSpec spec, MysqlPool& db, std::shared_ptr<EntryStore> store, RepositoryOptions options,
           BackgroundScheduler& scheduler);
@@ -70,6 +72,10 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     bool read_one(std::int64_t id, ValueSink& sink, std::size_t i);
     bool read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
     bool miss(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
+    // Takes `lock` for a read. If it cannot be had (a writer holds the key past lock_wait, or
+    // Redis is unreachable) the read goes to the database without filling the cache, and its
+    // result is returned; nullopt means the lock is held (or not needed): go on.
+    std::optional<bool> lock_or_load(KeyLock& lock, std::int64_t id, ValueSink& sink, std::size_t i);
     bool fetch(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
     // Loads from the database (no fill). The row's version, or nullopt when there is none.
     std::optional<std::int64_t> load(std::int64_t id, ValueSink& sink, std::size_t i);
