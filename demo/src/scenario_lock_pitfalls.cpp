@@ -97,7 +97,7 @@ MutexOptions renewed_lease(std::chrono::milliseconds lease) {
 // Unlocks, and says how it went: "ok", or the error's type.
 std::string unlock_outcome(RedisMutex& m) {
     try {
-        m.unlock();
+        m.unlock_checked();
         return "ok";
     } catch (const LockLostError&) {
         return "LockLostError";

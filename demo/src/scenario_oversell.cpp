@@ -178,7 +178,7 @@ Attempt place_order(Services& s, Guard guard, std::int64_t product, BuyerTools& 
             std::unique_lock hold(*tools.mutex);
             auto t1 = std::chrono::steady_clock::now();
             a.sold = read_then_write(db, product, after_read);
-            hold.unlock();  // throws LockLostError if the lease was lost meanwhile
+            hold.unlock();  // a lost lease is reported (lost(), on_lost), not thrown
             auto t2 = std::chrono::steady_clock::now();
             a.lock_wait_us = ms_between(t0, t1) * 1000;
             a.lock_held_us = ms_between(t1, t2) * 1000;

@@ -55,6 +55,8 @@ std::string_view to_string(LockLossReason r) noexcept {
             return "lease ended";
         case LockLossReason::FoundGone:
             return "found gone";
+        case LockLossReason::ClientClosed:
+            return "client closed";
     }
     return "unknown";
 }
@@ -107,27 +109,109 @@ RedisLockClient::Impl::Impl(RedisClient& r, LockClientOptions o)
     : redis(r), options(checked(std::move(o))), id(random_client_id()) {}
 
 RedisLockClient::Impl::~Impl() {
-    stop();
+    // Normally close() ran already (~RedisLockClient); this covers a constructor that threw.
+    {
+        std::lock_guard lock(mutex);
+        stopping = true;
+    }
+    watchdog_cv.notify_all();
+    if (watchdog.joinable()) watchdog.join();
 }
 
 void RedisLockClient::Impl::start() {
     watchdog = std::thread([this] { watchdog_loop(); });
 }
 
-void RedisLockClient::Impl::stop() {
+bool RedisLockClient::Impl::is_closed() const {
+    std::lock_guard lock(mutex);
+    return closed;
+}
+
+RedisLockClient::Impl::Use::Use(Impl& impl) : impl_(impl) {
+    std::lock_guard lock(impl_.mutex);
+    if (impl_.closed) {
+        throw LockClientClosedError("lock client " + impl_.id + " was destroyed; make locks from a live client");
+    }
+    ++impl_.calls_in_use;
+}
+
+RedisLockClient::Impl::Use::~Use() {
+    std::lock_guard lock(impl_.mutex);
+    if (--impl_.calls_in_use == 0) impl_.calls_done_cv.notify_all();
+}
+
+void RedisLockClient::Impl::close() {
     {
         std::lock_guard lock(mutex);
-        if (stopping) return;
+        if (closed) return;
+        closed = true;  // from here on no new call reaches `redis`
         stopping = true;
-        std::size_t active = 0;
-        for (const auto& [k, h] : holds) active += (h->active && !h->lost) ? 1 : 0;
-        if (active > 0) {
-            logger()->warn("lock client {} destroyed with {} hold(s) still held; their leases will run out",
-                           id, active);
-        }
     }
     watchdog_cv.notify_all();
     if (watchdog.joinable()) watchdog.join();
+    // Waiters wake and leave with LockClientClosedError; calls under way finish (each is one
+    // round trip, bounded by the Redis timeouts).
+    wake_everyone();
+    {
+        std::unique_lock lock(mutex);
+        calls_done_cv.wait(lock, [&] { return calls_in_use == 0; });
+    }
+
+    // Holds still held: release them (others need not wait for the leases) and report them.
+    std::vector<std::shared_ptr<Hold>> live;
+    {
+        std::lock_guard lock(mutex);
+        for (const auto& [k, h] : holds) {
+            if (h->active && !h->lost) live.push_back(h);
+        }
+    }
+    if (!live.empty()) {
+        logger()->warn("lock client {} destroyed with {} hold(s) still held: releasing them, reporting them lost",
+                       id, live.size());
+        std::vector<std::vector<std::string>> commands;
+        for (const auto& h : live) {
+            const RenewCall& c = h->release_call;
+            std::vector<std::string> cmd{"EVALSHA", c.script->sha1(), std::to_string(c.keys.size())};
+            cmd.insert(cmd.end(), c.keys.begin(), c.keys.end());
+            cmd.insert(cmd.end(), c.args.begin(), c.args.end());
+            commands.push_back(std::move(cmd));
+        }
+        try {
+            auto replies = redis.pipeline(commands);
+            for (std::size_t i = 0; i < replies.size() && i < live.size(); ++i) {
+                if (replies[i].is_error() && replies[i].error_message().rfind("NOSCRIPT", 0) == 0) {
+                    const RenewCall& c = live[i]->release_call;
+                    redis.eval(*c.script, c.keys, c.args);
+                }
+            }
+        } catch (const std::exception& e) {
+            logger()->warn("lock client {}: releasing the holds at destruction failed ({}); their leases end them",
+                           id, e.what());
+        }
+        std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
+        {
+            std::lock_guard lock(mutex);
+            for (const auto& h : live) {
+                if (auto loss = mark_lost_locked(*h, LockLossReason::ClientClosed,
+                                                 "the lock client was destroyed while the lock was held")) {
+                    losses.emplace_back(h, *loss);
+                }
+                h->active = false;
+            }
+        }
+        for (const auto& [h, loss] : losses) report(h, loss);
+    }
+
+    // No waiter is left: drop the subscriptions now, while the RedisClient surely lives.
+    std::vector<RedisSubscriber::Subscription> subscriptions;
+    {
+        std::lock_guard lock(rooms_mutex);
+        for (auto& [c, r] : rooms) {
+            std::lock_guard rl(r->mutex);
+            subscriptions.push_back(std::move(r->subscription));
+        }
+        rooms.clear();
+    }
 }
 
 std::string RedisLockClient::Impl::owner_of_this_thread() const {
@@ -213,6 +297,7 @@ void leave_quietly(LockSide& side, const std::string& owner, const WaitTicket& t
 
 bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings,
                                     std::optional<SteadyTime> deadline) {
+    Use use(*this);
     const std::string owner = owner_of_this_thread();
     const std::string hid = hold_id(side.hold_key(), owner);
     std::shared_ptr<Hold> held;
@@ -264,6 +349,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
         h->lease = settings.lease;
         h->renew = settings.renew;
         h->renew_call = side.renew_call(owner, settings.lease);
+        h->release_call = side.release_call(owner);
         h->on_lost = settings.on_lost;
         h->count = 1;
         h->token = token;
@@ -316,7 +402,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
     // L7: subscribe first, then retry, then sleep until a release message or the re-check time.
     Waiter waiter;
     waiter.id = id + ":w" + std::to_string(next_waiter.fetch_add(1));
-    std::shared_ptr<Room> room = join_room(side.wait_channel(), waiter);
+    std::shared_ptr<Room> room = join_room(side.wait_channel(), side.wake_rule(), waiter);
     WaitTicket ticket{waiter.id, "", -1};
     bool ticketed = false;
     try {
@@ -324,6 +410,10 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
             {
                 std::lock_guard lock(room->mutex);
                 waiter.woken = false;
+            }
+            // After the reset: close() sets `closed` before it wakes everyone.
+            if (is_closed()) {
+                throw LockClientClosedError("lock '" + side.name() + "': the lock client was destroyed while this thread waited");
             }
             const bool unbounded = *deadline == SteadyTime::max();
             ticket.wait_left_ms = unbounded ? -1 : ms_until(*deadline, SteadyClock::now());
@@ -340,9 +430,12 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
                 leave_room(room, waiter);
                 return false;
             }
-            // +1 ms: the server expires a key only once its expiry time has passed.
-            const SteadyTime wake_at =
-                std::min(*deadline, now + milliseconds(std::max(0LL, r.value)) + milliseconds(1));
+            // +1 ms: the server expires a key only once its expiry time has passed. At the latest
+            // after claim_refresh: a wake-up sent to a waiter that cannot take it (a frozen
+            // process at the head of the queue, a lost message) leaves a free lock untaken for at
+            // most that long, not for the holder's whole lease.
+            const long long recheck = std::min<long long>(std::max(0LL, r.value), options.claim_refresh.count());
+            const SteadyTime wake_at = std::min(*deadline, now + milliseconds(recheck) + milliseconds(1));
             fault::point("locks.wait.before_sleep");
             {
                 std::unique_lock lock(room->mutex);
@@ -360,11 +453,12 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
 // ---------------------------------------------------------------------------------------------
 // Release
 
-void RedisLockClient::Impl::release(LockSide& side) {
+void RedisLockClient::Impl::release(LockSide& side, bool checked) {
     const std::string owner = owner_of_this_thread();
     const std::string hid = hold_id(side.hold_key(), owner);
     std::shared_ptr<Hold> held;
     bool last = false;
+    bool client_closed = false;
     {
         std::lock_guard lock(mutex);
         auto it = holds.find(hid);
@@ -377,6 +471,8 @@ void RedisLockClient::Impl::release(LockSide& side) {
         }
         held = it->second;
         last = held->count == 1;
+        client_closed = closed;
+        if (!closed) ++calls_in_use;  // a Use, taken under the same lock as the check
     }
     auto forget = [&] {
         std::lock_guard lock(mutex);
@@ -384,38 +480,66 @@ void RedisLockClient::Impl::release(LockSide& side) {
         auto it = holds.find(hid);
         if (it != holds.end() && it->second == held) holds.erase(it);
     };
+    auto lost_error = [&] {
+        {
+            std::lock_guard lock(mutex);
+            absorb_one_unlock.insert(hid);
+        }
+        return LockLostError("lock '" + side.name() + "': unlock of a " + side.kind() +
+                             " hold that was lost (lease ran out, server restarted or client destroyed); "
+                             "the critical section was not protected to its end");
+    };
+    if (client_closed) {
+        // close() released this hold and reported it; nothing reaches Redis any more.
+        forget();
+        stats.unlocks_of_lost_holds.fetch_add(1);
+        if (checked) throw lost_error();
+        return;
+    }
+    struct EndUse {
+        Impl& impl;
+        ~EndUse() {
+            std::lock_guard lock(impl.mutex);
+            if (--impl.calls_in_use == 0) impl.calls_done_cv.notify_all();
+        }
+    } end_use{*this};
 
     fault::point(side.fault_points().before_release);
     int r = 0;
     try {
         r = side.release(owner, last);
-    } catch (...) {
+    } catch (const std::exception& e) {
         // The release may or may not have run. Stop renewing a last hold (its lease ends it at
-        // the latest); count an inner one down. The caller sees the error.
+        // the latest); count an inner one down.
         if (last) {
             forget();
         } else {
             std::lock_guard lock(mutex);
             --held->count;
         }
-        throw;
+        if (checked) throw;
+        // The guard path: reported, never thrown (a std guard's destructor would terminate).
+        stats.unlock_errors.fetch_add(1);
+        logger()->warn("lock '{}': releasing the {} hold of {} failed ({}); its lease ends it", side.name(),
+                       side.kind(), owner, e.what());
+        return;
     }
     fault::point(side.fault_points().after_release);
 
     if (r == 0) {
         // L3, L4, L10: the hold is not ours any more (lease ran out, maybe someone else holds it
-        // now, or the server restarted). Nothing was deleted. Report and throw.
+        // now, or the server restarted). Nothing was deleted. Reported (once) either way; thrown
+        // only to a checked unlock.
         std::optional<LockLoss> loss;
         {
             std::lock_guard lock(mutex);
             loss = mark_lost_locked(*held, LockLossReason::FoundGone, "gone at unlock");
-            absorb_one_unlock.insert(hid);
         }
+        stats.unlocks_of_lost_holds.fetch_add(1);
         forget();
         if (loss) report(held, *loss);
-        throw LockLostError("lock '" + side.name() + "': unlock of a " + side.kind() +
-                            " hold that was lost (lease ran out or server restarted); the critical "
-                            "section was not protected to its end");
+        if (checked) throw lost_error();
+        return;
     }
     if (last) {
         forget();
@@ -545,7 +669,7 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
 // Waiting rooms (L7, L9)
 
 std::shared_ptr<RedisLockClient::Impl::Room> RedisLockClient::Impl::join_room(const std::string& channel,
-                                                                              Waiter& waiter) {
+                                                                              WakeRule rule, Waiter& waiter) {
     std::shared_ptr<Room> room;
     bool subscribe = false;
     bool add_listener = false;
@@ -559,6 +683,7 @@ std::shared_ptr<RedisLockClient::Impl::Room> RedisLockClient::Impl::join_room(co
         if (!slot) {
             slot = std::make_shared<Room>();
             slot->channel = channel;
+            slot->rule = rule;
             subscribe = true;
         }
         room = slot;
@@ -640,13 +765,18 @@ void RedisLockClient::Impl::on_message(const std::shared_ptr<Room>& room, std::s
     std::lock_guard lock(room->mutex);
     if (room->waiters.empty()) return;
     Waiter* target = nullptr;
-    if (message.find(':') != std::string_view::npos) {
-        // A mutex release names the one waiter it chose (L9). If that waiter left meanwhile, the
-        // oldest local one re-checks instead.
+    if (room->rule == WakeRule::NamedWaiter) {
+        // B5: a mutex release names the one waiter it chose (L9): "<this client's id>:w<n>".
+        // Anything else on the channel (an outside PUBLISH, a malformed message) wakes nobody.
+        const std::string mine = impl->id + ":w";
+        if (message.substr(0, mine.size()) != mine) return;
         for (Waiter* w : room->waiters) {
             if (w->id == message) target = w;
         }
+        // The named waiter left meanwhile: the oldest local one re-checks in its place.
         if (!target) target = room->waiters.front();
+    } else if (message != "r" && message != "w" && message != "l") {
+        return;  // B5: only the rw release/leave messages wake this name's waiters
     }
     if (target) {
         target->woken = true;
@@ -680,8 +810,55 @@ void RedisLockClient::Impl::wake_everyone() {
 // ---------------------------------------------------------------------------------------------
 // RedisLockClient
 
+namespace {
+
+// B3: may this server evict lock keys? Every lock key has a TTL, so any policy but noeviction
+// (volatile-* picks among keys with a TTL, allkeys-* among all) can delete a held lock once
+// maxmemory is reached. Returns the finding ("" when eviction cannot hit lock keys); throws
+// ConfigError under EvictionCheck::Refuse.
+bool check_eviction(RedisClient& redis, EvictionCheck mode, const std::string& client_id) {
+    if (mode == EvictionCheck::Off) return false;
+    const auto& ro = redis.options();
+    const std::string where = ro.host + ":" + std::to_string(ro.port);
+    std::string policy;
+    long long maxmemory = -1;
+    try {
+        // "maxmemory*" works on every Redis version (several names in one CONFIG GET need 7.0).
+        auto reply = redis.command({"CONFIG", "GET", "maxmemory*"});
+        const auto& e = reply.elements();
+        for (std::size_t i = 0; i + 1 < e.size(); i += 2) {
+            if (e[i].str() == "maxmemory") maxmemory = std::stoll(e[i + 1].str());
+            if (e[i].str() == "maxmemory-policy") policy = e[i + 1].str();
+        }
+    } catch (const std::exception& e) {
+        // CONFIG renamed or forbidden (ACL, managed services), or the server not reachable yet.
+        static std::atomic<bool> warned{false};
+        if (!warned.exchange(true)) {
+            logger()->warn(
+                "lock client {}: could not read maxmemory-policy of Redis {} ({}); make sure it is "
+                "noeviction (or maxmemory 0): an evicted lock key lets a second holder in (docs/locks.md)",
+                client_id, where, e.what());
+        }
+        return false;
+    }
+    if (maxmemory == 0 || policy == "noeviction" || policy.empty()) return false;
+    const std::string finding = "Redis " + where + " has maxmemory " + std::to_string(maxmemory) +
+                                " with maxmemory-policy " + policy +
+                                ": it may evict held lock keys (each has a TTL) and let a second holder in. "
+                                "Use maxmemory-policy noeviction, or put the locks on a Redis that is not the cache";
+    if (mode == EvictionCheck::Refuse) {
+        throw ConfigError("maxmemory-policy",
+                          finding + " (LockClientOptions::eviction_check = EvictionCheck::Warn accepts the risk)");
+    }
+    logger()->error("lock client {}: {} (accepted: eviction_check = Warn)", client_id, finding);
+    return true;
+}
+
+}  // namespace
+
 RedisLockClient::RedisLockClient(RedisClient& redis, LockClientOptions options)
     : impl_(std::make_shared<Impl>(redis, std::move(options))) {
+    impl_->eviction_possible = check_eviction(redis, impl_->options.eviction_check, impl_->id);
     if (impl_->options.prefix.find_first_of("{}") != std::string::npos) {
         logger()->debug("lock prefix '{}' contains braces; the hash tag is still shared per name",
                         impl_->options.prefix);
@@ -690,7 +867,7 @@ RedisLockClient::RedisLockClient(RedisClient& redis, LockClientOptions options)
 }
 
 RedisLockClient::~RedisLockClient() {
-    impl_->stop();
+    impl_->close();
     bool listener = false;
     {
         std::lock_guard lock(impl_->rooms_mutex);
@@ -717,8 +894,20 @@ const LockClientOptions& RedisLockClient::options() const noexcept {
 
 LockClientStats RedisLockClient::stats() const {
     const auto& s = impl_->stats;
-    return {s.acquire_attempts.load(), s.acquired.load(), s.wakeups.load(),
-            s.renew_batches.load(),    s.renewals.load(), s.losses.load()};
+    LockClientStats r;
+    r.acquire_attempts = s.acquire_attempts.load();
+    r.acquired = s.acquired.load();
+    r.wakeups = s.wakeups.load();
+    r.renew_batches = s.renew_batches.load();
+    r.renewals = s.renewals.load();
+    r.losses = s.losses.load();
+    r.unlocks_of_lost_holds = s.unlocks_of_lost_holds.load();
+    r.unlock_errors = s.unlock_errors.load();
+    return r;
+}
+
+bool RedisLockClient::eviction_possible() const noexcept {
+    return impl_->eviction_possible;
 }
 
 std::size_t RedisLockClient::tracked_holds() const {

@@ -61,6 +61,12 @@ struct SideFaultPoints {
     const char* after_release;
 };
 
+// Who a message on a wait channel wakes. B5: anything else on the channel is ignored.
+enum class WakeRule {
+    NamedWaiter,  // mutex: a release names the one waiter it chose ("<client id>:w<n>")
+    Broadcast,    // rw lock: 'r', 'w' or 'l' wakes every waiter of the name on this client
+};
+
 // One acquirable side of a lock.
 class LockSide {
 public:
@@ -80,6 +86,9 @@ public:
     // Runs the release script: 0 not held by owner, 1 still held (reentrant), 2 released.
     virtual int release(const std::string& owner, bool last) = 0;
     virtual RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const = 0;
+    // The last release of owner's hold, as the client sends it when it is destroyed.
+    virtual RenewCall release_call(const std::string& owner) const = 0;
+    virtual WakeRule wake_rule() const = 0;
 };
 
 // One thread's hold of one lock side, as this process sees it.
@@ -88,6 +97,7 @@ struct Hold {
     std::chrono::milliseconds lease{0};
     bool renew = true;
     RenewCall renew_call;
+    RenewCall release_call;
     std::function<void(const LockLoss&)> on_lost;
 
     // Guarded by Impl::mutex.
@@ -110,11 +120,29 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     ~Impl();
 
     void start();  // starts the watchdog (needs shared_from_this)
-    void stop();
+    // Destruction of the RedisLockClient: stops the watchdog, releases and reports every live
+    // hold, wakes every waiter (LockClientClosedError), waits until no call uses `redis` any
+    // more, and drops the subscriptions. Afterwards nothing here touches `redis`.
+    void close();
 
     // The generic flows. `deadline` unset: one attempt, no waiting; SteadyTime::max(): forever.
     bool acquire(LockSide& side, const HoldSettings& settings, std::optional<SteadyTime> deadline);
-    void release(LockSide& side);
+    // `checked`: LockLostError for a lost hold, the Redis error for a failed release. Otherwise
+    // both are reported (log, counters, on_lost) and nothing is thrown but NotOwnerError.
+    void release(LockSide& side, bool checked);
+
+    // One call that may use `redis`: refused once the client is closed; close() waits for the
+    // calls under way.
+    class Use {
+    public:
+        explicit Use(Impl& impl);  // throws LockClientClosedError once closed
+        ~Use();
+        Use(const Use&) = delete;
+        Use& operator=(const Use&) = delete;
+
+    private:
+        Impl& impl_;
+    };
 
     std::string owner_of_this_thread() const;
     std::shared_ptr<Hold> find_hold(const std::string& key, const std::string& owner) const;
@@ -122,10 +150,11 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     RedisClient& redis;
     LockClientOptions options;
     std::string id;
+    bool eviction_possible = false;  // set once, before start()
 
     struct Stats {
         std::atomic<std::uint64_t> acquire_attempts{0}, acquired{0}, wakeups{0}, renew_batches{0},
-            renewals{0}, losses{0};
+            renewals{0}, losses{0}, unlocks_of_lost_holds{0}, unlock_errors{0};
     } stats;
 
     // ---- registry and watchdog
@@ -136,6 +165,9 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // context switch. Guarded by `mutex`.
     SteadyTime watchdog_wakes_at = SteadyTime::max();
     bool stopping = false;
+    bool closed = false;    // guarded by `mutex`: the RedisLockClient is gone
+    int calls_in_use = 0;   // guarded by `mutex`: live Use objects
+    std::condition_variable calls_done_cv;
     std::thread watchdog;
     std::map<std::string, std::shared_ptr<Hold>> holds;  // key '\n' owner -> hold
     // Holds whose unlock threw LockLostError: one more unlock by the same thread is absorbed
@@ -156,6 +188,7 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     };
     struct Room {
         std::string channel;
+        WakeRule rule = WakeRule::Broadcast;
         std::mutex mutex;
         std::condition_variable ready_cv;
         bool ready = false;
@@ -172,10 +205,11 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
 
     // Subscribes (first waiter of this client on `channel`) and returns after the server
     // confirmed, so a release published afterwards reaches the waiter (L7).
-    std::shared_ptr<Room> join_room(const std::string& channel, Waiter& waiter);
+    std::shared_ptr<Room> join_room(const std::string& channel, WakeRule rule, Waiter& waiter);
     void leave_room(const std::shared_ptr<Room>& room, Waiter& waiter);
     static void on_message(const std::shared_ptr<Room>& room, std::string_view message, Impl* impl);
     void wake_everyone();
+    bool is_closed() const;
 };
 
 std::string hold_id(const std::string& key, const std::string& owner);

@@ -27,6 +27,8 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 constexpr const char* kNextFence = R"lua(
 local function next_fence(key, ttl)
   local last = tonumber(redis.call('get', key) or '0') or 0
+  -- A counter written from outside ('inf', 'nan', beyond 2^53) is not a token: the clock rules.
+  if not (last < 9007199254740992) then last = 0 end
   local token = now_us
   if last >= token then token = last + 1 end
   redis.call('set', key, string.format('%.0f', token), 'px', ttl)
@@ -34,6 +36,10 @@ local function next_fence(key, ttl)
 end
 )lua";
 
+// B1 audit: a queue entry whose expiry entry is missing (qx evicted or deleted) is not cleaned by
+// the scan below, but nothing waits for it either (an acquire never consults the queue: barging
+// is allowed), and it leaves the queue when it reaches the head: woken if its process listens,
+// skipped if not. So it costs at most one wake-up, never a livelock.
 // L9: wake exactly one waiter: the oldest live entry of the queue whose process still listens.
 // Entries past their expiry (a waiter that died) are dropped; the woken entry is removed (it
 // re-queues with its old arrival score if it loses to a barging acquirer). PUBLISH returns how
@@ -67,6 +73,17 @@ local function clean_readers(r, rx)
   local dead = redis.call('zrangebyscore', rx, '-inf', now_ms)
   for _, o in ipairs(dead) do redis.call('hdel', r, o) end
   if #dead > 0 then redis.call('zremrangebyscore', rx, '-inf', now_ms) end
+  -- B1 pattern: a reader counts only through its lease entry. When the two keys disagree (rx
+  -- evicted or deleted from outside, a field written from outside), a reader without a lease
+  -- is gone, and a lease without a reader is dropped; nothing else would ever remove either.
+  if redis.call('hlen', r) ~= redis.call('zcard', rx) then
+    for _, o in ipairs(redis.call('hkeys', r)) do
+      if not redis.call('zscore', rx, o) then redis.call('hdel', r, o) end
+    end
+    for _, o in ipairs(redis.call('zrange', rx, 0, -1)) do
+      if redis.call('hexists', r, o) == 0 then redis.call('zrem', rx, o) end
+    end
+  end
   return #dead
 end
 -- The reader keys live as long as the longest reader lease, so they vanish with the last reader.
@@ -98,13 +115,22 @@ local function clean_claims(wq, rq, qx)
 end
 -- Is there a claim older than `mine` in `q` (other than the caller's)? Then the caller waits:
 -- returns how long until that claim could expire; nil when nothing older waits.
+-- B1: a claim counts only through its expiry entry. A claim whose entry is missing (the qx key
+-- evicted or deleted from outside, its waiter killed) or past, or further ahead than any waiter
+-- ever sets it (refresh + grace: written from outside, or a server clock that stepped back), is
+-- expired here and removed: otherwise nothing would ever remove it (clean_claims walks the
+-- expiry entries) and every younger waiter would re-check at once, for ever. Each pass removes
+-- one claim, so the loop ends.
 local function blocked_by(q, qx, kind, owner, mine)
-  local first = redis.call('zrange', q, 0, 0, 'withscores')
-  if first[1] and first[1] ~= owner and tonumber(first[2]) < mine then
-    local expiry = tonumber(redis.call('zscore', qx, kind .. first[1])) or now_ms
-    return expiry - now_ms
+  local longest = tonumber(ARGV[6]) + tonumber(ARGV[7])
+  while true do
+    local first = redis.call('zrange', q, 0, 0, 'withscores')
+    if not first[1] or first[1] == owner or tonumber(first[2]) >= mine then return nil end
+    local expiry = tonumber(redis.call('zscore', qx, kind .. first[1]))
+    if expiry and expiry > now_ms and expiry - now_ms <= longest then return expiry - now_ms end
+    redis.call('zrem', q, first[1])
+    redis.call('zrem', qx, kind .. first[1])
   end
-  return nil
 end
 local function drop_claim(q, qx, kind, owner)
   redis.call('zrem', q, owner)
@@ -152,6 +178,10 @@ const RedisScript& mutex_acquire() {
 local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
 local waiter = ARGV[4]
+-- B6: every hold these scripts create gets its TTL in the same step (L1). A lock hash without
+-- one was written from outside (an HSET onto a free lock) and would block the name for ever:
+-- it is foreign, and expires after one lease like an abandoned hold.
+if redis.call('pttl', KEYS[1]) == -1 then redis.call('pexpire', KEYS[1], lease) end
 -- L6: the owner again: a reentrant hold, one more count, lease refreshed, no new token.
 if redis.call('hexists', KEYS[1], owner) == 1 then
   redis.call('hincrby', KEYS[1], owner, 1)
@@ -258,6 +288,8 @@ const RedisScript& rw_read_acquire() {
     static const RedisScript script(join({kNow, kReaders, kClaims, R"lua(
 local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
+-- B6, as in mutex_acquire: a writer hash without a TTL is foreign; it expires after one lease.
+if redis.call('pttl', KEYS[1]) == -1 then redis.call('pexpire', KEYS[1], lease) end
 clean_readers(KEYS[2], KEYS[3])
 -- L6: a reader re-entering is let in even while a writer waits: refusing would deadlock it
 -- against the writer that waits for it.
@@ -358,6 +390,8 @@ const RedisScript& rw_write_acquire() {
     static const RedisScript script(join({kNow, kNextFence, kReaders, kClaims, R"lua(
 local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
+-- B6, as in mutex_acquire: a writer hash without a TTL is foreign; it expires after one lease.
+if redis.call('pttl', KEYS[1]) == -1 then redis.call('pexpire', KEYS[1], lease) end
 -- L6: the writer again.
 if redis.call('hexists', KEYS[1], owner) == 1 then
   redis.call('hincrby', KEYS[1], owner, 1)

@@ -50,6 +50,10 @@ public:
     RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
         return {&lock_scripts::hash_hold_renew(), {key_}, {owner, ms(lease)}};
     }
+    RenewCall release_call(const std::string& owner) const override {
+        return {&lock_scripts::mutex_release(), {key_, keys_.mutex_queue(), keys_.mutex_queue_expiry()}, {owner, "1"}};
+    }
+    WakeRule wake_rule() const override { return WakeRule::NamedWaiter; }
 
 private:
     RedisLockClient::Impl& impl_;
@@ -60,7 +64,7 @@ private:
 }  // namespace
 
 RedisMutex::RedisMutex(RedisLockClient& client, std::string name, MutexOptions options)
-    : client_(client), keys_(client.keys(name)), options_(std::move(options)) {
+    : impl_(client.impl_), keys_(client.keys(name)), options_(std::move(options)) {
     if (options_.lease < std::chrono::milliseconds(3)) throw ConfigError("lease", "must be at least 3 ms");
 }
 
@@ -71,42 +75,47 @@ HoldSettings settings_of(const MutexOptions& o) {
 }  // namespace
 
 void RedisMutex::lock() {
-    MutexSide side(client_.impl(), keys_);
+    MutexSide side(impl(), keys_);
     const auto now = std::chrono::steady_clock::now();
     const SteadyTime deadline = options_.max_wait ? now + *options_.max_wait : SteadyTime::max();
-    if (!client_.impl().acquire(side, settings_of(options_), deadline)) {
+    if (!impl().acquire(side, settings_of(options_), deadline)) {
         throw TimeoutError("lock '" + keys_.name() + "' not acquired within max_wait (" +
                            std::to_string(options_.max_wait->count()) + " ms)");
     }
 }
 
 bool RedisMutex::try_lock() {
-    MutexSide side(client_.impl(), keys_);
-    return client_.impl().acquire(side, settings_of(options_), std::nullopt);
+    MutexSide side(impl(), keys_);
+    return impl().acquire(side, settings_of(options_), std::nullopt);
 }
 
 bool RedisMutex::try_lock_until_steady(std::chrono::steady_clock::time_point deadline) {
-    MutexSide side(client_.impl(), keys_);
-    return client_.impl().acquire(side, settings_of(options_), deadline);
+    MutexSide side(impl(), keys_);
+    return impl().acquire(side, settings_of(options_), deadline);
 }
 
 void RedisMutex::unlock() {
-    MutexSide side(client_.impl(), keys_);
-    client_.impl().release(side);
+    MutexSide side(impl(), keys_);
+    impl().release(side, false);
+}
+
+void RedisMutex::unlock_checked() {
+    MutexSide side(impl(), keys_);
+    impl().release(side, true);
 }
 
 bool RedisMutex::lost() const {
-    return view_hold(client_.impl(), keys_.mutex()).lost;
+    return view_hold(impl(), keys_.mutex()).lost;
 }
 bool RedisMutex::held_by_this_thread() const {
-    return view_hold(client_.impl(), keys_.mutex()).exists;
+    return view_hold(impl(), keys_.mutex()).exists;
 }
 int RedisMutex::hold_count() const {
-    return view_hold(client_.impl(), keys_.mutex()).count;
+    return view_hold(impl(), keys_.mutex()).count;
 }
 
 FenceToken RedisMutex::fence_token() const {
-    HoldView v = view_hold(client_.impl(), keys_.mutex());
+    HoldView v = view_hold(impl(), keys_.mutex());
     if (!v.exists)
         throw NotOwnerError("lock '" + keys_.name() + "': fence_token() by a thread that does not hold it");
     return v.token;

@@ -48,6 +48,10 @@ public:
     RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
         return {&lock_scripts::rw_read_renew(), {key_, keys_.rw_reader_expiry()}, {owner, ms(lease)}};
     }
+    RenewCall release_call(const std::string& owner) const override {
+        return {&lock_scripts::rw_read_release(), {key_, keys_.rw_reader_expiry()}, {owner, "1", keys_.rw_channel()}};
+    }
+    WakeRule wake_rule() const override { return WakeRule::Broadcast; }
 
 private:
     RedisLockClient::Impl& impl_;
@@ -94,6 +98,10 @@ public:
     RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
         return {&lock_scripts::hash_hold_renew(), {key_}, {owner, ms(lease)}};
     }
+    RenewCall release_call(const std::string& owner) const override {
+        return {&lock_scripts::rw_write_release(), {key_}, {owner, "1", keys_.rw_channel()}};
+    }
+    WakeRule wake_rule() const override { return WakeRule::Broadcast; }
 
 private:
     RedisLockClient::Impl& impl_;
@@ -109,7 +117,7 @@ HoldSettings settings_of(const ReadWriteLockOptions& o) {
 
 RedisReadWriteLock::RedisReadWriteLock(RedisLockClient& client, std::string name,
                                        ReadWriteLockOptions options)
-    : client_(client), keys_(client.keys(name)), options_(std::move(options)) {
+    : impl_(client.impl_), keys_(client.keys(name)), options_(std::move(options)) {
     if (options_.lease < std::chrono::milliseconds(3)) throw ConfigError("lease", "must be at least 3 ms");
 }
 
@@ -123,7 +131,7 @@ void RedisReadWriteLock::check_upgrade() const {
 }
 
 bool RedisReadWriteLock::try_lock_until_steady(bool shared, std::chrono::steady_clock::time_point deadline) {
-    auto& impl = client_.impl();
+    auto& impl = this->impl();
     if (shared) {
         ReadSide side(impl, keys_);
         return impl.acquire(side, settings_of(options_), deadline);
@@ -143,13 +151,18 @@ void RedisReadWriteLock::lock() {
 
 bool RedisReadWriteLock::try_lock() {
     check_upgrade();
-    WriteSide side(client_.impl(), keys_);
-    return client_.impl().acquire(side, settings_of(options_), std::nullopt);
+    WriteSide side(impl(), keys_);
+    return impl().acquire(side, settings_of(options_), std::nullopt);
 }
 
 void RedisReadWriteLock::unlock() {
-    WriteSide side(client_.impl(), keys_);
-    client_.impl().release(side);
+    WriteSide side(impl(), keys_);
+    impl().release(side, false);
+}
+
+void RedisReadWriteLock::unlock_checked() {
+    WriteSide side(impl(), keys_);
+    impl().release(side, true);
 }
 
 void RedisReadWriteLock::lock_shared() {
@@ -161,28 +174,33 @@ void RedisReadWriteLock::lock_shared() {
 }
 
 bool RedisReadWriteLock::try_lock_shared() {
-    ReadSide side(client_.impl(), keys_);
-    return client_.impl().acquire(side, settings_of(options_), std::nullopt);
+    ReadSide side(impl(), keys_);
+    return impl().acquire(side, settings_of(options_), std::nullopt);
 }
 
 void RedisReadWriteLock::unlock_shared() {
-    ReadSide side(client_.impl(), keys_);
-    client_.impl().release(side);
+    ReadSide side(impl(), keys_);
+    impl().release(side, false);
+}
+
+void RedisReadWriteLock::unlock_shared_checked() {
+    ReadSide side(impl(), keys_);
+    impl().release(side, true);
 }
 
 bool RedisReadWriteLock::lost() const {
-    return view_hold(client_.impl(), keys_.rw_writer()).lost ||
-           view_hold(client_.impl(), keys_.rw_readers()).lost;
+    return view_hold(impl(), keys_.rw_writer()).lost ||
+           view_hold(impl(), keys_.rw_readers()).lost;
 }
 int RedisReadWriteLock::write_hold_count() const {
-    return view_hold(client_.impl(), keys_.rw_writer()).count;
+    return view_hold(impl(), keys_.rw_writer()).count;
 }
 int RedisReadWriteLock::read_hold_count() const {
-    return view_hold(client_.impl(), keys_.rw_readers()).count;
+    return view_hold(impl(), keys_.rw_readers()).count;
 }
 
 FenceToken RedisReadWriteLock::fence_token() const {
-    HoldView v = view_hold(client_.impl(), keys_.rw_writer());
+    HoldView v = view_hold(impl(), keys_.rw_writer());
     if (!v.exists) {
         throw NotOwnerError("lock '" + keys_.name() +
                             "': fence_token() by a thread that does not hold the write side");

@@ -171,6 +171,7 @@ void LocalServers::Impl::start_redis_process() {
         "--protected-mode", "no",
         "--logfile", (dir / "redis.log").string(),
     };
+    argv.insert(argv.end(), options.redis_arguments.begin(), options.redis_arguments.end());
     redis_pid = spawn(argv, (dir / "redis.out").string(), (dir / "redis.pid").string());
     auto deadline = Clock::now() + options.start_timeout;
     while (!redis_answers_ping(redis.port)) {

@@ -272,11 +272,11 @@ void KeyLock::release() {
     const std::string name = state_.keys.lock_name(id_);
     try {
         if (mutex_) {
-            mutex_->unlock();
+            mutex_->unlock_checked();
         } else if (side_ == Side::Shared) {
-            rw_->unlock_shared();
+            rw_->unlock_shared_checked();
         } else {
-            rw_->unlock();
+            rw_->unlock_checked();
         }
     } catch (const LockLostError& e) {
         // The lease ran out under us: another reader or writer may have run its cache step

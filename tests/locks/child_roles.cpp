@@ -116,11 +116,11 @@ int hold_role() {
         say(std::string("LOST ") + (is_lost() ? "1" : "0"));
         try {
             if (mode == "mutex")
-                mutex.unlock();
+                mutex.unlock_checked();
             else if (mode == "write")
-                rw.unlock();
+                rw.unlock_checked();
             else
-                rw.unlock_shared();
+                rw.unlock_shared_checked();
             say("UNLOCKED");
         } catch (const LockLostError& e) {
             say(std::string("UNLOCK_FAILED LockLostError ") + e.what());

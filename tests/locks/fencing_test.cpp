@@ -265,9 +265,9 @@ TEST_F(FencingTest, L8_RestartWhileHeldHoldersSeeLossNothingCrashesNewAcquisitio
             m1.lock();
             before = m1.fence_token();
         },
-        [&] { m1.unlock(); }, [&] { return m1.lost(); });
-    hold([&] { m2.lock(); }, [&] { m2.unlock(); }, [&] { return m2.lost(); });
-    hold([&] { rw.lock_shared(); }, [&] { rw.unlock_shared(); }, [&] { return rw.lost(); });
+        [&] { m1.unlock_checked(); }, [&] { return m1.lost(); });
+    hold([&] { m2.lock(); }, [&] { m2.unlock_checked(); }, [&] { return m2.lost(); });
+    hold([&] { rw.lock_shared(); }, [&] { rw.unlock_shared_checked(); }, [&] { return rw.lost(); });
     // A lock with a 30 s lease held by another client, and a waiter on it: only the subscriber's
     // reconnect listener can wake that waiter in time.
     LockProcess other(prefix_);
@@ -315,7 +315,7 @@ TEST_F(FencingTest, L8_RestartWhileHeldHoldersSeeLossNothingCrashesNewAcquisitio
     ASSERT_TRUE(fresh.try_lock_for(2s));
     EXPECT_GT(fresh.fence_token(), before.load());
     fresh.unlock();
-    EXPECT_THROW(blocker.unlock(), LockLostError);
+    EXPECT_THROW(blocker.unlock_checked(), LockLostError);
 }
 
 }  // namespace

@@ -175,7 +175,7 @@ TEST_F(RedisMutexTest, L4_OwnerCheckAndDeleteCannotBeSplitByExpiry) {
         EXPECT_FALSE(mb.lost());
         mb.unlock();  // B's lock was intact
     });
-    EXPECT_THROW(ma.unlock(), LockLostError);
+    EXPECT_THROW(ma.unlock_checked(), LockLostError);
     // B still holds it: its owner field is there.
     EXPECT_TRUE(eventually([&] { return !owner_field(*a_->redis, ma.keys()).empty(); }, 1s));
     b.join();
@@ -195,7 +195,7 @@ TEST_F(RedisMutexTest, L10_UnlockAfterLossThrowsAndNewOwnerKeepsTheLock) {
     EXPECT_TRUE(eventually([&] { return callbacks.load() == 1; }, 1s));
     EXPECT_EQ(reason, LockLossReason::LeaseEnded);
     ASSERT_TRUE(mb.try_lock());  // another client: another owner, even in this thread
-    EXPECT_THROW(ma.unlock(), LockLostError);
+    EXPECT_THROW(ma.unlock_checked(), LockLostError);
     EXPECT_EQ(owner_field(*a_->redis, ma.keys()).substr(0, 32), b_->locks->id());
     EXPECT_EQ(callbacks.load(), 1);  // reported once
     // Not holding any more: a further unlock is absorbed once (the guard pattern below), then
@@ -211,9 +211,30 @@ TEST_F(RedisMutexTest, L10_UniqueLockCanCatchTheLossWithoutTerminating) {
     {
         std::unique_lock hold(m);
         a_->redis->del({m.keys().mutex()});  // e.g. the server lost it
-        EXPECT_THROW(hold.unlock(), LockLostError);
+        EXPECT_THROW(m.unlock_checked(), LockLostError);
     }  // the guard's destructor unlocks again: absorbed, no terminate
     EXPECT_FALSE(m.held_by_this_thread());
+}
+
+// Issue 16 item 4: the guard path never throws. A hold deleted under a std::scoped_lock is
+// reported (on_lost once, lost(), the counters), and the guard's unlock() returns quietly.
+TEST_F(RedisMutexTest, L10_ScopedLockOverALostHoldReportsInsteadOfTerminating) {
+    std::atomic<int> reported{0};
+    RedisMutex m(*a_->locks, "l10scoped", {.on_lost = [&](const LockLoss& l) {
+                                              EXPECT_EQ(l.reason, LockLossReason::FoundGone);
+                                              reported.fetch_add(1);
+                                          }});
+    const auto before = a_->locks->stats();
+    {
+        std::scoped_lock hold(m);
+        a_->redis->del({m.keys().mutex()});
+    }  // unlock() finds the hold gone: reported, not thrown (std::terminate before)
+    EXPECT_EQ(reported.load(), 1);
+    EXPECT_FALSE(m.held_by_this_thread());
+    const auto after = a_->locks->stats();
+    EXPECT_EQ(after.losses - before.losses, 1u);
+    EXPECT_EQ(after.unlocks_of_lost_holds - before.unlocks_of_lost_holds, 1u);
+    EXPECT_THROW(m.unlock(), NotOwnerError);  // nothing is absorbed: nothing was thrown
 }
 
 TEST_F(RedisMutexTest, L6_ReentrantAcrossObjectsOfTheSameName) {
@@ -242,7 +263,7 @@ TEST_F(RedisMutexTest, L6_ReenteringALostHoldThrows) {
     a_->redis->del({m.keys().mutex()});
     EXPECT_THROW(m.lock(), LockLostError);
     EXPECT_EQ(a_->redis->command({"EXISTS", m.keys().mutex()}).integer(), 0);  // not re-created
-    EXPECT_THROW(m.unlock(), LockLostError);
+    EXPECT_THROW(m.unlock_checked(), LockLostError);
 }
 
 TEST_F(RedisMutexTest, L5_RenewalKeepsTheLockAndFindingItGoneReportsLoss) {
@@ -263,7 +284,7 @@ TEST_F(RedisMutexTest, L5_RenewalKeepsTheLockAndFindingItGoneReportsLoss) {
     EXPECT_EQ(lost.load(), 1);
     std::this_thread::sleep_for(500ms);
     EXPECT_EQ(a_->redis->command({"EXISTS", m.keys().mutex()}).integer(), 0);  // never re-created
-    EXPECT_THROW(m.unlock(), LockLostError);
+    EXPECT_THROW(m.unlock_checked(), LockLostError);
 }
 
 TEST_F(RedisMutexTest, L5_RenewalRacingUnlockNeitherRecreatesNorExtends) {
@@ -344,7 +365,7 @@ TEST_F(RedisMutexTest, L5_LostTurnsTrueWhenTheLeaseRunsOutUnrenewed) {
     EXPECT_TRUE(eventually([&] { return a_->locks->stats().losses == 1; }, 3s));
     EXPECT_TRUE(m.lost());
     other.unlock();
-    EXPECT_THROW(m.unlock(), LockLostError);
+    EXPECT_THROW(m.unlock_checked(), LockLostError);
 }
 
 TEST_F(RedisMutexTest, L5_WatchdogRenewsManyHoldsInBatches) {
@@ -454,7 +475,7 @@ TEST_F(RedisMutexTest, L7_LostWakeUpCostsAtMostTheRemainingTtl) {
     const long long waited = ms_since(t0);
     EXPECT_GE(waited, 600);
     EXPECT_LE(waited, 800 + 700);  // the lease, plus slack for a loaded CI machine
-    EXPECT_THROW(holder.unlock(), LockLostError);
+    EXPECT_THROW(holder.unlock_checked(), LockLostError);
 }
 
 TEST_F(RedisMutexTest, L9_ReleaseWakesExactlyOneWaiter) {

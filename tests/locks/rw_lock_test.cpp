@@ -356,7 +356,82 @@ TEST_F(RedisReadWriteLockTest, L5_LostReadHoldIsReported) {
     while (expired.load() == 0 && Clock::now() - t0 < 3s) std::this_thread::sleep_for(5ms);
     EXPECT_EQ(expired.load(), 1);
     EXPECT_TRUE(rw.lost());
-    EXPECT_THROW(rw.unlock_shared(), LockLostError);
+    EXPECT_THROW(rw.unlock_shared_checked(), LockLostError);
+}
+
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+// B1 (issue 15): a waiting writer W1 is SIGKILLed and its claim's expiry entry is deleted from
+// outside (eviction did the same in 2 of 10 adversary trials). Before the fix the orphaned claim
+// was never removed: W2 was told "re-check now" for ever (~300-400 EVALSHA/s) and never got the
+// lock. Now a claim without an expiry entry counts as expired: W2 gets the lock as soon as the
+// holder releases, and it re-checks rarely while it waits.
+TEST_F(RedisReadWriteLockTest, B1_ClaimWithoutExpiryEntryCountsAsExpired) {
+    RedisReadWriteLock holder(*a_->locks, "b1");
+    holder.lock();
+    const std::string claims = holder.keys().rw_writer_claims();
+    test::Child w1("hold", {{"PREFIX", prefix_}, {"NAME", "b1"}, {"MODE", "write"}});
+    const auto t0 = Clock::now();
+    while (a_->redis->command({"ZCARD", claims}).integer() < 1 && Clock::now() - t0 < 10s) {
+        std::this_thread::sleep_for(5ms);
+    }
+    ASSERT_EQ(a_->redis->command({"ZCARD", claims}).integer(), 1) << "W1 never waited";
+
+    std::atomic<long long> acquired_at_ms{-1};
+    std::atomic<bool> got{false};
+    const auto base = Clock::now();
+    std::thread w2([&] {
+        RedisReadWriteLock rw(*b_->locks, "b1");
+        if (rw.try_lock_for(8s)) {
+            acquired_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - base).count();
+            got = true;
+            rw.unlock();
+        }
+    });
+    while (a_->redis->command({"ZCARD", claims}).integer() < 2 && Clock::now() - t0 < 10s) {
+        std::this_thread::sleep_for(5ms);
+    }
+    ASSERT_EQ(a_->redis->command({"ZCARD", claims}).integer(), 2) << "W2 never waited";
+
+    w1.signal(SIGKILL);
+    w1.wait();
+    a_->redis->del({holder.keys().rw_claim_expiry()});  // the orphan: a claim with no expiry entry
+    const auto attempts_before = b_->locks->stats().acquire_attempts;
+    const long long released_at_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - base).count();
+    holder.unlock();
+    w2.join();
+    const auto attempts = b_->locks->stats().acquire_attempts - attempts_before;
+    ASSERT_TRUE(got.load()) << "W2 never acquired: the orphaned claim blocks the name (B1); it made "
+                            << attempts << " acquire attempts";
+    const long long waited = acquired_at_ms.load() - released_at_ms;
+    std::cout << "[ measure  ] W2 acquired " << waited << " ms after the release, " << attempts
+              << " acquire attempt(s) after the orphan was made\n";
+    EXPECT_LE(waited, 2000);
+    EXPECT_LE(attempts, 10u) << "a waiter must not busy-loop";
+}
+
+// B1 audit, readers: a reader field whose lease entry vanished (rx evicted or deleted) counts as
+// gone, so it cannot keep writers out for ever (before: writers re-checked every lease while
+// the hash lived).
+TEST_F(RedisReadWriteLockTest, B1_ReaderWithoutLeaseEntryDoesNotBlockWriters) {
+    RedisReadWriteLock reader(*a_->locks, "b1r", {.lease = 30000ms});
+    reader.lock_shared();
+    a_->redis->del({reader.keys().rw_reader_expiry()});
+    RedisReadWriteLock writer(*b_->locks, "b1r");
+    const auto t0 = Clock::now();
+    bool got = false;
+    std::thread([&] {
+        got = writer.try_lock_for(3s);
+        if (got) writer.unlock();
+    }).join();
+    EXPECT_TRUE(got);
+    EXPECT_LE(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), 1000);
+    EXPECT_NO_THROW(reader.unlock_shared());  // the read hold was lost with its lease: reported
 }
 
 }  // namespace

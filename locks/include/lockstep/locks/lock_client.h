@@ -22,9 +22,13 @@
 //   { std::scoped_lock hold(m); ... m.fence_token() ... }
 //
 // Thread safety: all members may be called from any thread.
-// REQUIRES: the RedisClient outlives this client, and this client outlives every lock made
-// from it. Destroying the client stops the watchdog; holds still registered then are not
-// released, their leases run out on the server.
+// REQUIRES: the RedisClient outlives this client. Locks made from it may outlive it: destroying
+// the client stops the watchdog, releases every hold still registered (best effort; the lease
+// ends it otherwise) and reports it lost (LockLossReason::ClientClosed: on_lost, a log line, the
+// losses counter), and wakes every thread waiting in lock() with LockClientClosedError; it
+// returns once those threads have left Redis alone. After that, a lock's unlock() is a no-op
+// that never touches Redis, unlock_checked() throws LockLostError, lock() throws
+// LockClientClosedError.
 #pragma once
 
 #include <chrono>
@@ -57,6 +61,8 @@ enum class LockLossReason {
     LeaseEnded,
     // Found gone by unlock or by a reentrant lock of the same thread.
     FoundGone,
+    // The RedisLockClient was destroyed while the hold was held: it released the hold.
+    ClientClosed,
 };
 
 std::string_view to_string(LockLossReason r) noexcept;
@@ -68,6 +74,17 @@ struct LockLoss {
     std::string owner;  // "<client id>:<thread number>"
     LockLossReason reason = LockLossReason::Expired;
     std::string message;  // human-readable detail
+};
+
+// What RedisLockClient does when the server may evict lock keys (B3, docs/locks.md "Eviction").
+enum class EvictionCheck {
+    // ConfigError at construction unless maxmemory is 0 or maxmemory-policy is noeviction.
+    Refuse,
+    // The same finding as an error-level log line, and the client works anyway (e.g. a test of
+    // what eviction does, or a deployment that accepts the risk knowingly).
+    Warn,
+    // No check (no CONFIG GET at construction).
+    Off,
 };
 
 struct LockClientOptions {
@@ -86,6 +103,12 @@ struct LockClientOptions {
     // TTL of the fencing counter key. Tokens stay increasing when it expires (the server clock
     // is the floor); while it lives it also covers small backward steps of the server clock.
     std::chrono::milliseconds fence_counter_ttl{std::chrono::hours(24)};
+    // B3: every lock key has a TTL, so under maxmemory any volatile-* or allkeys-* policy may
+    // evict a held lock and let a second holder in. At construction the client reads
+    // `maxmemory` and `maxmemory-policy` (CONFIG GET) and refuses such a server (ConfigError)
+    // unless this says otherwise. Where CONFIG is not allowed (renamed, ACL, a managed service)
+    // it logs one warning per process and goes on.
+    EvictionCheck eviction_check = EvictionCheck::Refuse;
 };
 
 // Counters, for tests and metrics. Monotonic since construction.
@@ -96,6 +119,8 @@ struct LockClientStats {
     std::uint64_t renew_batches = 0;     // watchdog round trips
     std::uint64_t renewals = 0;          // holds renewed successfully
     std::uint64_t losses = 0;            // holds reported lost
+    std::uint64_t unlocks_of_lost_holds = 0;  // unlock() calls that found the hold lost (no throw)
+    std::uint64_t unlock_errors = 0;     // unlock() calls whose release failed (Redis unreachable)
 };
 
 class RedisLockClient {
@@ -116,6 +141,9 @@ public:
     LockClientStats stats() const;
     // Holds currently tracked (held, or lost and not yet unlocked), over all threads.
     std::size_t tracked_holds() const;
+    // Whether the eviction check (LockClientOptions::eviction_check) found that the server may
+    // evict lock keys (only possible with EvictionCheck::Warn: Refuse throws instead).
+    bool eviction_possible() const noexcept;
 
     struct Impl;  // locks/src/lock_client_impl.h
 
@@ -123,6 +151,8 @@ private:
     friend class RedisMutex;
     friend class RedisReadWriteLock;
     Impl& impl() const noexcept { return *impl_; }
+    // Locks keep the Impl alive, so a lock used after its client was destroyed finds it closed
+    // instead of a dangling reference (issue 16 item 4).
     std::shared_ptr<Impl> impl_;
 };
 

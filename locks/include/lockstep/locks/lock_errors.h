@@ -13,4 +13,12 @@ public:
     using Error::Error;
 };
 
+// The RedisLockClient behind this lock was destroyed. A waiter blocked in lock() when that happens
+// wakes with this error; lock() afterwards gets it at once. Holds of a destroyed client were
+// released and reported lost (LockLossReason::ClientClosed); their unlock() is a no-op.
+class LockClientClosedError : public Error {
+public:
+    using Error::Error;
+};
+
 }  // namespace lockstep

@@ -7,7 +7,7 @@
 //       std::unique_lock hold(m);
 //       lockstep::fenced_update(tx, 42, m.fence_token(),
 //                               {.assignments = "stock = stock - ?", .params = {1}});
-//       hold.unlock();                                      // throws LockLostError if it was lost
+//       hold.unlock();              // never throws for a lost hold: reported instead
 //   }
 //
 // Semantics (details and the races each step closes in docs/locks.md):
@@ -24,19 +24,25 @@
 //     name; pass it to guarded writes (db/fenced_write.h) so a paused holder's late write is
 //     refused (L5, L8).
 //   - Errors, never a silent success (L10): unlock() by a thread that does not hold the lock
-//     throws NotOwnerError (nothing is sent to Redis, nothing is deleted); unlock() of a hold
-//     that was lost throws LockLostError, as does lock()/try_lock() re-entering a lost hold.
-//     Redis errors surface as ConnectionError / TimeoutError / ProtocolError.
+//     throws NotOwnerError (nothing is sent to Redis, nothing is deleted). A hold that was lost
+//     (lease ran out, key deleted, redis-server restarted) is reported, never passed silently:
+//     on_lost (once), lost(), a warning in the log and the client's `losses` and
+//     `unlocks_of_lost_holds` counters. lock()/try_lock() re-entering a lost hold throws
+//     LockLostError. Redis errors of lock() surface as ConnectionError / TimeoutError /
+//     ProtocolError.
 //
-// Unlock and RAII guards: std guards call unlock() from their (noexcept) destructor, so a lost
-// lock at the end of a guarded scope terminates the program (fail-stop, never silent). To
-// handle the loss instead, end the scope with an explicit `guard.unlock()` in a try block:
-// after an unlock() that threw LockLostError, the next unlock() of the same lock by the same
-// thread (the guard's destructor) is a no-op. `lost()` tells, without a round trip, whether the
-// watchdog has already seen the hold go.
+// Unlock and RAII guards (issue 16 item 4): std guards call unlock() from their noexcept
+// destructor, so unlock() never throws because the hold was lost or Redis could not be reached
+// (the release failed: the lease ends the hold; logged and counted as `unlock_errors`). A lost
+// lock at the end of a std::scoped_lock therefore never terminates the process. Callers who want
+// the loss as an exception end the section with unlock_checked(): LockLostError when the hold
+// was lost, the Redis error when the release failed. What protects the data is not the unlock
+// but fencing: a write checked against fence_token() is refused once a newer holder wrote
+// (db/fenced_write.h); an unlock, checked or not, only reports afterwards what already happened.
 //
 // Thread safety: one RedisMutex may be shared by many threads (like std::mutex); each thread's
-// hold is its own. REQUIRES: the RedisLockClient outlives it.
+// hold is its own. It may outlive its RedisLockClient (then lock() throws LockClientClosedError
+// and unlock() is a no-op; see lock_client.h).
 #pragma once
 
 #include <chrono>
@@ -94,9 +100,13 @@ public:
     bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
         return try_lock_until_steady(detail::steady_deadline_after(deadline - Clock::now()));
     }
-    // REQUIRES: the calling thread holds it (NotOwnerError otherwise). LockLostError if the
-    // hold was lost (the hold is forgotten either way).
+    // REQUIRES: the calling thread holds it (NotOwnerError otherwise). Never throws because the
+    // hold was lost or the release failed: that is reported (see above). The hold is forgotten.
     void unlock();
+    // unlock(), and then LockLostError if the hold was lost (lease ran out, server restarted,
+    // client destroyed), or the Redis error if the release failed. After it threw, the next
+    // unlock() of this lock by this thread (a std guard's destructor) is a no-op.
+    void unlock_checked();
 
     // True when the calling thread holds this lock in its own view and the hold is known lost
     // (renewal found it gone), or its lease ran out without a renewal, measured conservatively
@@ -115,7 +125,8 @@ public:
 
 private:
     bool try_lock_until_steady(std::chrono::steady_clock::time_point deadline);
-    RedisLockClient& client_;
+    RedisLockClient::Impl& impl() const noexcept { return *impl_; }
+    std::shared_ptr<RedisLockClient::Impl> impl_;
     LockKeys keys_;
     MutexOptions options_;
 };

@@ -27,9 +27,11 @@
 //   - Releases are announced on one channel per name: a write release wakes this lock's
 //     waiters (all readers may proceed together); the last reader leaving wakes them too.
 //     Unlike RedisMutex, this is a broadcast to the waiters of this name.
-//   - Errors as RedisMutex: NotOwnerError, LockLostError, never a silent success.
+//   - Errors and losses as RedisMutex: NotOwnerError; a lost hold is reported (on_lost, lost(),
+//     log, counters) and unlock()/unlock_shared() never throw for it, so std guards are safe;
+//     unlock_checked()/unlock_shared_checked() throw LockLostError for callers who want it.
 //
-// Thread safety: as RedisMutex. REQUIRES: the RedisLockClient outlives it.
+// Thread safety: as RedisMutex; it may outlive its RedisLockClient as RedisMutex may.
 #pragma once
 
 #include <chrono>
@@ -69,7 +71,11 @@ public:
     bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
         return try_lock_until_steady(false, steady_in(deadline - Clock::now()));
     }
+    // Never throws for a lost hold or a failed release (reported instead); NotOwnerError if
+    // this thread does not hold the write side.
     void unlock();
+    // unlock(), then LockLostError if the write hold was lost (or the Redis error).
+    void unlock_checked();
 
     // Read side.
     void lock_shared();
@@ -83,6 +89,7 @@ public:
         return try_lock_until_steady(true, steady_in(deadline - Clock::now()));
     }
     void unlock_shared();
+    void unlock_shared_checked();
 
     // Either side of the calling thread's holds is known lost.
     bool lost() const;
@@ -101,7 +108,8 @@ private:
     }
     bool try_lock_until_steady(bool shared, std::chrono::steady_clock::time_point deadline);
     void check_upgrade() const;
-    RedisLockClient& client_;
+    RedisLockClient::Impl& impl() const noexcept { return *impl_; }
+    std::shared_ptr<RedisLockClient::Impl> impl_;
     LockKeys keys_;
     ReadWriteLockOptions options_;
 };

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lockstep/core/mysql_options.h"
 #include "lockstep/core/redis_options.h"
@@ -36,6 +37,9 @@ struct LocalServersOptions {
     std::string mariadb_install_db = "mariadb-install-db";
     // Deadline for each server to answer after it is started.
     std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
+    // Extra redis-server command-line arguments for a private server, appended after the
+    // defaults, e.g. {"--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"}.
+    std::vector<std::string> redis_arguments = {};
 };
 
 class LocalServers {
