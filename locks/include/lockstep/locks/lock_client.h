@@ -99,6 +99,9 @@ struct LockClientOptions {
     // A waiting RedisReadWriteLock acquirer holds a claim that makes later arrivals of the other
     // kind wait (writer preference, phase fairness). It re-checks and renews the claim at least
     // this often, so a dead waiter's claim blocks others for at most claim_refresh + waiter_grace.
+    // Every waiter (RedisMutex too) re-checks at least this often, so a wake-up sent to a waiter
+    // that cannot take it (a frozen process at the head of the queue, a lost message) leaves a
+    // free lock untaken for at most this long.
     std::chrono::milliseconds claim_refresh{2000};
     // TTL of the fencing counter key. Tokens stay increasing when it expires (the server clock
     // is the floor); while it lives it also covers small backward steps of the server clock.
