@@ -1,10 +1,10 @@
 // The in-memory Cache fake. Expired entries are invisible at once and purged lazily (on access,
 // and in a sweep every few hundred writes) so a long test does not grow without bound.
 #include <map>
-#include <mutex>
 
 #include "lockstep/cache/cache.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/mutex.h"
 
 namespace lockstep {
 
@@ -16,7 +16,7 @@ public:
         : now_(std::move(now)) {}
 
     std::optional<std::string> get(std::string_view key) override {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         auto it = entries_.find(key);
         if (it == entries_.end()) return std::nullopt;
         if (expired(it->second)) {
@@ -29,7 +29,7 @@ public:
     void set(std::string_view key, std::string_view value, std::chrono::milliseconds ttl) override {
         if (ttl.count() <= 0)
             throw ConfigError("ttl", "must be positive, got " + std::to_string(ttl.count()) + "ms");
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         const auto expires = now_() + ttl;
         auto it = entries_.find(key);
         if (it == entries_.end()) {
@@ -41,12 +41,12 @@ public:
     }
 
     bool remove(std::string_view key) override {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         return erase_live(key);
     }
 
     std::size_t remove_many(const std::vector<std::string>& keys) override {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         std::size_t existed = 0;
         for (const auto& key : keys) existed += erase_live(key) ? 1 : 0;
         return existed;
@@ -61,8 +61,8 @@ private:
 
     bool expired(const Entry& e) const { return now_() >= e.expires; }
 
-    // REQUIRES: mutex_ held. True if the key existed and had not expired (as Redis's DEL counts).
-    bool erase_live(std::string_view key) {
+    // True if the key existed and had not expired (as Redis's DEL counts).
+    bool erase_live(std::string_view key) REQUIRES(mutex_) {
         auto it = entries_.find(key);
         if (it == entries_.end()) return false;
         const bool live = !expired(it->second);
@@ -70,8 +70,7 @@ private:
         return live;
     }
 
-    // REQUIRES: mutex_ held.
-    void sweep() {
+    void sweep() REQUIRES(mutex_) {
         writes_since_sweep_ = 0;
         for (auto it = entries_.begin(); it != entries_.end();) {
             it = expired(it->second) ? entries_.erase(it) : std::next(it);
@@ -79,9 +78,9 @@ private:
     }
 
     const std::function<std::chrono::steady_clock::time_point()> now_;
-    std::mutex mutex_;
-    std::map<std::string, Entry, std::less<>> entries_;
-    int writes_since_sweep_ = 0;
+    Mutex mutex_;
+    std::map<std::string, Entry, std::less<>> entries_ GUARDED_BY(mutex_);
+    int writes_since_sweep_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace

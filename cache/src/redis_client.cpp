@@ -1,9 +1,8 @@
 #include "lockstep/cache/redis_client.h"
 
-#include <mutex>
-
 #include "hiredis_io.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/mutex.h"
 #include "redis_options_check.h"
 
 namespace lockstep {
@@ -13,8 +12,8 @@ struct RedisClient::Impl {
 
     const RedisOptions options;
     RedisConnectionPool pool;
-    std::mutex subscriber_mutex;
-    std::unique_ptr<RedisSubscriber> subscriber;  // created on first use
+    Mutex subscriber_mutex;
+    std::unique_ptr<RedisSubscriber> subscriber GUARDED_BY(subscriber_mutex);  // created on first use
 };
 
 namespace {
@@ -134,9 +133,10 @@ RedisPoolStats RedisClient::pool_stats() const {
 }
 
 RedisSubscriber& RedisClient::subscriber() {
-    std::lock_guard<std::mutex> lock(impl_->subscriber_mutex);
-    if (!impl_->subscriber) impl_->subscriber = std::make_unique<RedisSubscriber>(impl_->options);
-    return *impl_->subscriber;
+    Impl& m = *impl_;
+    MutexLock lock(m.subscriber_mutex);
+    if (!m.subscriber) m.subscriber = std::make_unique<RedisSubscriber>(m.options);
+    return *m.subscriber;
 }
 
 }  // namespace lockstep

@@ -26,7 +26,7 @@ RedisConnectionPool::~RedisConnectionPool() = default;
 
 PooledRedisConnection RedisConnectionPool::acquire() {
     const auto deadline = std::chrono::steady_clock::now() + options_.pool_wait_timeout;
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     for (;;) {
         // Most recently returned first: it is the one most likely to still be alive.
         while (!idle_.empty()) {
@@ -61,7 +61,7 @@ PooledRedisConnection RedisConnectionPool::acquire() {
             }
         }
         ++counters_.waiting;
-        const auto status = available_.wait_until(lock, deadline);
+        const auto status = available_.wait_until(mutex_, deadline);
         --counters_.waiting;
         if (status == std::cv_status::timeout && idle_.empty() && open_ >= options_.pool_size) {
             ++counters_.wait_timeouts;
@@ -77,7 +77,7 @@ void RedisConnectionPool::release(std::unique_ptr<RedisConnection> conn) {
     const bool reusable = !conn->broken();
     if (!reusable) conn.reset();  // close outside the lock
     {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         if (reusable) {
             idle_.push_back(std::move(conn));
         } else {
@@ -89,7 +89,7 @@ void RedisConnectionPool::release(std::unique_ptr<RedisConnection> conn) {
 }
 
 RedisPoolStats RedisConnectionPool::stats() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     RedisPoolStats s = counters_;
     s.open = open_;
     s.idle = idle_.size();

@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -33,6 +32,7 @@
 #include "lockstep/cache/redis_connection.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 #include "redis_options_check.h"
 #include "unique_fd.h"
 
@@ -67,9 +67,8 @@ struct RedisSubscriber::Impl {
     void wait_for_wake(std::chrono::milliseconds timeout) const;
     void drain_wake() const;
 
-    // REQUIRES: mutex held.
-    void reset_connection_state_locked(bool connection_up);
-    void update_connected_locked() { connected.store(up && confirmed_channels == channels.size()); }
+    void reset_connection_state_locked(bool connection_up) REQUIRES(mutex);
+    void update_connected_locked() REQUIRES(mutex) { connected.store(up && confirmed_channels == channels.size()); }
 
     const RedisOptions options;
     const std::string where;
@@ -85,26 +84,28 @@ struct RedisSubscriber::Impl {
         std::shared_ptr<const Callback> callback;
     };
 
-    mutable std::mutex mutex;  // guards everything down to `last_error`
-    std::condition_variable changed;
-    std::map<std::string, Channel, std::less<>> channels;
-    std::size_t confirmed_channels = 0;
-    std::unordered_map<std::uint64_t, Entry> subscriptions;
-    std::map<std::uint64_t, std::shared_ptr<const std::function<void()>>> listeners;
-    std::vector<std::string> to_subscribe;    // channels created since the last send
-    std::vector<std::string> to_unsubscribe;  // channels whose last callback went
-    std::map<std::string, int, std::less<>> unconfirmed;
-    std::uint64_t next_id = 1;
-    bool up = false;
-    bool stopping = false;
-    bool reconnect_pending = false;
-    std::string last_error;
+    mutable Mutex mutex;  // guards everything down to `last_error`
+    CondVar changed;
+    std::map<std::string, Channel, std::less<>> channels GUARDED_BY(mutex);
+    std::size_t confirmed_channels GUARDED_BY(mutex) = 0;
+    std::unordered_map<std::uint64_t, Entry> subscriptions GUARDED_BY(mutex);
+    std::map<std::uint64_t, std::shared_ptr<const std::function<void()>>> listeners GUARDED_BY(mutex);
+    std::vector<std::string> to_subscribe GUARDED_BY(mutex);    // channels created since the last send
+    std::vector<std::string> to_unsubscribe GUARDED_BY(mutex);  // channels whose last callback went
+    std::map<std::string, int, std::less<>> unconfirmed GUARDED_BY(mutex);
+    std::uint64_t next_id GUARDED_BY(mutex) = 1;
+    bool up GUARDED_BY(mutex) = false;
+    bool stopping GUARDED_BY(mutex) = false;
+    bool reconnect_pending GUARDED_BY(mutex) = false;
+    std::string last_error GUARDED_BY(mutex);
 
     std::atomic<bool> connected{false};
 
     // Held by the subscriber thread while callbacks and listeners run. Removing a callback from
     // another thread takes it too, so once remove() returns that callback is not running and
     // will not run again: callbacks may capture references to the waiter's stack.
+    // A plain std::mutex, outside the thread-safety analysis: it guards no data (only "no callback
+    // is running"), and remove() takes it conditionally, which the analysis cannot express.
     std::mutex dispatch_mutex;
 
     std::thread thread;
@@ -139,7 +140,7 @@ void RedisSubscriber::Impl::wait_for_wake(std::chrono::milliseconds timeout) con
 
 void RedisSubscriber::Impl::stop() {
     {
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(mutex);
         stopping = true;
         connected.store(false);
     }
@@ -177,7 +178,7 @@ void RedisSubscriber::Impl::run() {
     bool outage_reported = false;
     for (;;) {
         {
-            std::lock_guard<std::mutex> lock(mutex);
+            MutexLock lock(mutex);
             if (stopping) return;
         }
         std::unique_ptr<RedisConnection> conn;
@@ -185,7 +186,7 @@ void RedisSubscriber::Impl::run() {
             conn = std::make_unique<RedisConnection>(options);
         } catch (const std::exception& e) {
             {
-                std::lock_guard<std::mutex> lock(mutex);
+                MutexLock lock(mutex);
                 last_error = e.what();
             }
             if (!outage_reported) {
@@ -203,7 +204,7 @@ void RedisSubscriber::Impl::run() {
         outage_reported = false;
         std::size_t channel_count;
         {
-            std::lock_guard<std::mutex> lock(mutex);
+            MutexLock lock(mutex);
             reset_connection_state_locked(true);
             last_error.clear();
             reconnect_pending = ever_connected;
@@ -217,14 +218,14 @@ void RedisSubscriber::Impl::run() {
             serve(*conn);
         } catch (const std::exception& e) {
             {
-                std::lock_guard<std::mutex> lock(mutex);
+                MutexLock lock(mutex);
                 last_error = e.what();
             }
             logger()->warn("{}: connection lost ({}); reconnecting", where, e.what());
             outage_reported = true;
         }
         {
-            std::lock_guard<std::mutex> lock(mutex);
+            MutexLock lock(mutex);
             reset_connection_state_locked(false);
         }
         changed.notify_all();
@@ -237,7 +238,7 @@ void RedisSubscriber::Impl::serve(RedisConnection& conn) {
         send_requests(c);
         notify_reconnected_if_ready();
         {
-            std::lock_guard<std::mutex> lock(mutex);
+            MutexLock lock(mutex);
             if (stopping) return;
         }
         pollfd fds[2] = {{c->fd, POLLIN, 0}, {wake_fd.get(), POLLIN, 0}};
@@ -264,7 +265,7 @@ void RedisSubscriber::Impl::send_requests(redisContext* c) {
     std::vector<std::string> subscribe{"SUBSCRIBE"};
     std::vector<std::string> unsubscribe{"UNSUBSCRIBE"};
     {
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(mutex);
         for (auto& name : to_unsubscribe) unsubscribe.push_back(std::move(name));
         to_unsubscribe.clear();
         for (auto& name : to_subscribe) {
@@ -294,7 +295,7 @@ void RedisSubscriber::Impl::handle(const RedisReply& reply) {
     if (reply.is_error()) {
         // E.g. an ACL refusing the channel. The waiting subscribe() times out and reports it.
         logger()->error("{}: error reply: {}", where, reply.error_message());
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(mutex);
         last_error = "server replied " + reply.error_message();
         return;
     }
@@ -314,7 +315,7 @@ void RedisSubscriber::Impl::handle(const RedisReply& reply) {
 
 void RedisSubscriber::Impl::confirm(const std::string& name) {
     {
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(mutex);
         auto u = unconfirmed.find(name);
         if (u == unconfirmed.end() || --u->second > 0) return;
         unconfirmed.erase(u);
@@ -332,7 +333,7 @@ void RedisSubscriber::Impl::deliver(const std::string& channel, const std::strin
     std::lock_guard<std::mutex> dispatch(dispatch_mutex);
     std::vector<std::uint64_t> ids;
     {
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(mutex);
         auto it = channels.find(channel);
         if (it == channels.end()) return;
         ids = it->second.ids;
@@ -341,7 +342,7 @@ void RedisSubscriber::Impl::deliver(const std::string& channel, const std::strin
         std::shared_ptr<const Callback> callback;
         {
             // Looked up one by one: an earlier callback may have removed a later one.
-            std::lock_guard<std::mutex> lock(mutex);
+            MutexLock lock(mutex);
             auto s = subscriptions.find(id);
             if (s == subscriptions.end()) continue;
             callback = s->second.callback;
@@ -360,7 +361,7 @@ void RedisSubscriber::Impl::deliver(const std::string& channel, const std::strin
 void RedisSubscriber::Impl::notify_reconnected_if_ready() {
     std::vector<std::uint64_t> ids;
     {
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(mutex);
         if (!reconnect_pending || !connected.load()) return;
         reconnect_pending = false;
         for (const auto& [id, listener] : listeners) ids.push_back(id);
@@ -369,7 +370,7 @@ void RedisSubscriber::Impl::notify_reconnected_if_ready() {
     for (std::uint64_t id : ids) {
         std::shared_ptr<const std::function<void()>> listener;
         {
-            std::lock_guard<std::mutex> lock(mutex);
+            MutexLock lock(mutex);
             auto it = listeners.find(id);
             if (it == listeners.end()) continue;
             listener = it->second;
@@ -391,7 +392,7 @@ void RedisSubscriber::Impl::remove(std::uint64_t id) {
     Entry removed;  // destroyed after the lock: the callback's captures may run arbitrary code
     bool need_wake = false;
     {
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(mutex);
         auto s = subscriptions.find(id);
         if (s == subscriptions.end()) return;
         removed = std::move(s->second);
@@ -418,7 +419,7 @@ void RedisSubscriber::Impl::remove_listener(std::uint64_t id) {
     std::unique_lock<std::mutex> dispatch(dispatch_mutex, std::defer_lock);
     if (!on_subscriber_thread()) dispatch.lock();
     std::shared_ptr<const std::function<void()>> removed;
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(mutex);
     auto it = listeners.find(id);
     if (it == listeners.end()) return;
     removed = std::move(it->second);
@@ -485,7 +486,7 @@ RedisSubscriber::Subscription RedisSubscriber::subscribe(std::string channel, Ca
     std::string failure;
     bool down;
     {
-        std::unique_lock<std::mutex> lock(m.mutex);
+        MutexLock lock(m.mutex);
         if (m.stopping) throw ConnectionError(m.where + ": shutting down");
         id = m.next_id++;
         m.subscriptions.emplace(id,
@@ -500,8 +501,12 @@ RedisSubscriber::Subscription RedisSubscriber::subscribe(std::string channel, Ca
         // The iterator stays valid: the channel cannot go while our id is in it.
         const auto deadline =
             std::chrono::steady_clock::now() + m.options.connect_timeout + m.options.socket_timeout;
-        const bool done =
-            m.changed.wait_until(lock, deadline, [&] { return m.stopping || it->second.confirmed; });
+        bool done = m.stopping || it->second.confirmed;
+        while (!done) {
+            const bool timed_out = m.changed.wait_until(m.mutex, deadline) == std::cv_status::timeout;
+            done = m.stopping || it->second.confirmed;
+            if (timed_out) break;
+        }
         if (done && !m.stopping) return Subscription(impl_, this, id);
         down = !m.up || m.stopping;
         if (m.stopping) {
@@ -525,9 +530,10 @@ void RedisSubscriber::unsubscribe(std::uint64_t id) {
 
 std::uint64_t RedisSubscriber::add_reconnect_listener(std::function<void()> listener) {
     if (!listener) throw ConfigError("listener", "must not be empty");
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    const std::uint64_t id = impl_->next_id++;
-    impl_->listeners.emplace(id, std::make_shared<const std::function<void()>>(std::move(listener)));
+    Impl& m = *impl_;
+    MutexLock lock(m.mutex);
+    const std::uint64_t id = m.next_id++;
+    m.listeners.emplace(id, std::make_shared<const std::function<void()>>(std::move(listener)));
     return id;
 }
 

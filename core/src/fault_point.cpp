@@ -5,6 +5,7 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 
 namespace lockstep::fault {
 
@@ -25,9 +26,9 @@ struct Arming::State {
 namespace {
 
 struct Registry {
-    std::mutex mutex;
+    Mutex mutex;
     // Newest arming last: it is the one that acts.
-    std::map<std::string, std::vector<std::shared_ptr<Arming::State>>, std::less<>> points;
+    std::map<std::string, std::vector<std::shared_ptr<Arming::State>>, std::less<>> points GUARDED_BY(mutex);
 };
 
 Registry& registry() {
@@ -42,7 +43,7 @@ void detail::fire(std::string_view name) {
     bool act = false;
     {
         auto& r = registry();
-        std::lock_guard lock(r.mutex);
+        MutexLock lock(r.mutex);
         auto it = r.points.find(name);
         if (it == r.points.end() || it->second.empty()) return;
         state = it->second.back();
@@ -68,7 +69,7 @@ Arming arm(std::string name, Action action, ArmOptions options) {
     state->action = std::move(action);
     state->options = options;
     auto& r = registry();
-    std::lock_guard lock(r.mutex);
+    MutexLock lock(r.mutex);
     r.points[state->name].push_back(state);
     detail::g_armed_points.fetch_add(1, std::memory_order_relaxed);
     return Arming(state);
@@ -89,7 +90,7 @@ Arming::~Arming() { disarm(); }
 void Arming::disarm() {
     if (!state_) return;
     auto& r = registry();
-    std::lock_guard lock(r.mutex);
+    MutexLock lock(r.mutex);
     if (state_->armed) {
         state_->armed = false;
         auto it = r.points.find(state_->name);
@@ -119,10 +120,10 @@ Action fail_with(std::exception_ptr error) {
 }
 
 struct Gate::State {
-    std::mutex mutex;
-    std::condition_variable cv;
-    int arrivals = 0;
-    bool open = false;
+    Mutex mutex;
+    CondVar cv;
+    int arrivals GUARDED_BY(mutex) = 0;
+    bool open GUARDED_BY(mutex) = false;
     std::chrono::milliseconds max_block;
 };
 
@@ -132,37 +133,49 @@ Gate::Gate(std::chrono::milliseconds max_block) : state_(std::make_shared<State>
 
 Action Gate::action() const {
     return [s = state_] {
-        std::unique_lock lock(s->mutex);
-        ++s->arrivals;
-        s->cv.notify_all();
-        if (!s->cv.wait_for(lock, s->max_block, [&] { return s->open; })) {
-            throw TimeoutError("fault gate was not opened within " + std::to_string(s->max_block.count()) + " ms");
+        State& st = *s;
+        MutexLock lock(st.mutex);
+        ++st.arrivals;
+        st.cv.notify_all();
+        const auto deadline = std::chrono::steady_clock::now() + st.max_block;
+        while (!st.open) {
+            if (st.cv.wait_until(st.mutex, deadline) == std::cv_status::timeout && !st.open) {
+                throw TimeoutError("fault gate was not opened within " + std::to_string(st.max_block.count()) +
+                                   " ms");
+            }
         }
     };
 }
 
 bool Gate::wait_arrivals(int n, std::chrono::milliseconds timeout) const {
-    std::unique_lock lock(state_->mutex);
-    return state_->cv.wait_for(lock, timeout, [&] { return state_->arrivals >= n; });
+    State& s = *state_;
+    MutexLock lock(s.mutex);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (s.arrivals < n) {
+        if (s.cv.wait_until(s.mutex, deadline) == std::cv_status::timeout) return s.arrivals >= n;
+    }
+    return true;
 }
 
 void Gate::open() const {
-    std::lock_guard lock(state_->mutex);
-    state_->open = true;
-    state_->cv.notify_all();
+    State& s = *state_;
+    MutexLock lock(s.mutex);
+    s.open = true;
+    s.cv.notify_all();
 }
 
 int Gate::arrivals() const {
-    std::lock_guard lock(state_->mutex);
-    return state_->arrivals;
+    State& s = *state_;
+    MutexLock lock(s.mutex);
+    return s.arrivals;
 }
 
 struct Barrier::State {
-    std::mutex mutex;
-    std::condition_variable cv;
+    Mutex mutex;
+    CondVar cv;
     int parties;
-    int waiting = 0;
-    long generation = 0;
+    int waiting GUARDED_BY(mutex) = 0;
+    long generation GUARDED_BY(mutex) = 0;
     std::chrono::milliseconds max_block;
 };
 
@@ -174,7 +187,7 @@ Barrier::Barrier(int parties, std::chrono::milliseconds max_block) : state_(std:
 
 void Barrier::arrive_and_wait() const {
     auto& s = *state_;
-    std::unique_lock lock(s.mutex);
+    MutexLock lock(s.mutex);
     long gen = s.generation;
     if (++s.waiting == s.parties) {
         s.waiting = 0;
@@ -182,7 +195,15 @@ void Barrier::arrive_and_wait() const {
         s.cv.notify_all();
         return;
     }
-    if (!s.cv.wait_for(lock, s.max_block, [&] { return s.generation != gen; })) {
+    const auto deadline = std::chrono::steady_clock::now() + s.max_block;
+    bool released = true;
+    while (s.generation == gen) {
+        if (s.cv.wait_until(s.mutex, deadline) == std::cv_status::timeout) {
+            released = s.generation != gen;
+            break;
+        }
+    }
+    if (!released) {
         --s.waiting;
         throw TimeoutError("fault barrier: not all " + std::to_string(s.parties) + " parties arrived within " +
                            std::to_string(s.max_block.count()) + " ms");

@@ -2,10 +2,11 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <mutex>
 #include <string_view>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
+
+#include "lockstep/core/mutex.h"
 
 namespace lockstep {
 namespace {
@@ -27,19 +28,19 @@ std::shared_ptr<spdlog::logger> make_default_logger() {
     return l;
 }
 
-std::mutex g_mutex;
-std::shared_ptr<spdlog::logger> g_logger;  // guarded by g_mutex
+Mutex g_mutex;
+std::shared_ptr<spdlog::logger> g_logger GUARDED_BY(g_mutex);
 
 }  // namespace
 
 std::shared_ptr<spdlog::logger> logger() {
-    std::lock_guard lock(g_mutex);
+    MutexLock lock(g_mutex);
     if (!g_logger) g_logger = make_default_logger();
     return g_logger;
 }
 
 void set_logger(std::shared_ptr<spdlog::logger> replacement) {
-    std::lock_guard lock(g_mutex);
+    MutexLock lock(g_mutex);
     g_logger = replacement ? std::move(replacement) : make_default_logger();
 }
 

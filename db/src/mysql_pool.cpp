@@ -23,7 +23,7 @@ void PoolCore::give_back(std::unique_ptr<MysqlConnection> conn) noexcept {
         conn->discard();
     }
     {
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         if (conn->reusable() && !closed) {
             idle.push_back(std::move(conn));
             available.notify_one();
@@ -35,7 +35,7 @@ void PoolCore::give_back(std::unique_ptr<MysqlConnection> conn) noexcept {
 
 void PoolCore::drop(std::unique_ptr<MysqlConnection> conn) noexcept {
     conn.reset();  // closes it, without holding the lock
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     --open;
     ++counters.discarded;
     available.notify_one();
@@ -52,7 +52,7 @@ MysqlPool::MysqlPool(MysqlOptions options) {
 MysqlPool::~MysqlPool() {
     std::vector<std::unique_ptr<MysqlConnection>> idle;
     {
-        std::lock_guard lock(core_->mutex);
+        MutexLock lock(core_->mutex);
         core_->closed = true;
         idle.swap(core_->idle);
         core_->open -= idle.size();
@@ -64,11 +64,11 @@ MysqlPool::~MysqlPool() {
 std::unique_ptr<MysqlConnection> MysqlPool::open_new() {
     try {
         auto conn = std::make_unique<MysqlConnection>(core_->options);
-        std::lock_guard lock(core_->mutex);
+        MutexLock lock(core_->mutex);
         ++core_->counters.created;
         return conn;
     } catch (...) {
-        std::lock_guard lock(core_->mutex);
+        MutexLock lock(core_->mutex);
         --core_->open;  // give the reserved slot back, so the next caller may try again
         core_->available.notify_one();
         throw;
@@ -82,9 +82,13 @@ PooledMysqlConnection MysqlPool::acquire() {
     for (;;) {
         std::unique_ptr<MysqlConnection> conn;
         {
-            std::unique_lock lock(core.mutex);
-            const bool ready = core.available.wait_until(
-                lock, deadline, [&] { return !core.idle.empty() || core.open < core.options.pool_size; });
+            MutexLock lock(core.mutex);
+            bool ready = !core.idle.empty() || core.open < core.options.pool_size;
+            while (!ready) {
+                const bool timed_out = core.available.wait_until(core.mutex, deadline) == std::cv_status::timeout;
+                ready = !core.idle.empty() || core.open < core.options.pool_size;
+                if (timed_out) break;
+            }
             if (!ready) {
                 ++core.counters.wait_timeouts;
                 const std::size_t size = core.options.pool_size;
@@ -109,7 +113,7 @@ PooledMysqlConnection MysqlPool::acquire() {
         if (Clock::now() - conn->last_used() >= core.options.validation_interval) {
             const bool alive = conn->ping();
             {
-                std::lock_guard lock(core.mutex);
+                MutexLock lock(core.mutex);
                 ++core.counters.validations;
                 if (!alive) ++core.counters.validation_failures;
             }
@@ -136,7 +140,7 @@ std::optional<Row> MysqlPool::query_one(std::string_view sql, const SqlParams& p
 }
 
 MysqlPoolStats MysqlPool::stats() const {
-    std::lock_guard lock(core_->mutex);
+    MutexLock lock(core_->mutex);
     MysqlPoolStats s = core_->counters;
     s.open = core_->open;
     s.idle = core_->idle.size();

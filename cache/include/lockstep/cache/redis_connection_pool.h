@@ -4,14 +4,13 @@
 // redis-server restart the next call works without any command being repeated.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 
 #include "lockstep/cache/redis_connection.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/core/redis_options.h"
 
 namespace lockstep {
@@ -53,20 +52,20 @@ public:
     ~RedisConnectionPool();
 
     // Throws TimeoutError after pool_wait_timeout, ConnectionError if a new connection fails.
-    PooledRedisConnection acquire();
-    RedisPoolStats stats() const;
+    PooledRedisConnection acquire() EXCLUDES(mutex_);
+    RedisPoolStats stats() const EXCLUDES(mutex_);
     const RedisOptions& options() const noexcept { return options_; }
 
 private:
     friend class PooledRedisConnection;
-    void release(std::unique_ptr<RedisConnection> conn);
+    void release(std::unique_ptr<RedisConnection> conn) EXCLUDES(mutex_);
 
     RedisOptions options_;
-    mutable std::mutex mutex_;
-    std::condition_variable available_;
-    std::deque<std::unique_ptr<RedisConnection>> idle_;
-    std::size_t open_ = 0;  // idle + lent + being created
-    RedisPoolStats counters_;
+    mutable Mutex mutex_;
+    CondVar available_;
+    std::deque<std::unique_ptr<RedisConnection>> idle_ GUARDED_BY(mutex_);
+    std::size_t open_ GUARDED_BY(mutex_) = 0;  // idle + lent + being created
+    RedisPoolStats counters_ GUARDED_BY(mutex_);
 };
 
 }  // namespace lockstep
