@@ -3,7 +3,7 @@
 // These are the Redis locks of the source documents (seeds/redis-lock-versions.md,
 // seeds/jedis-lock-walkthrough.md), translated to C++ as literally as possible, so that the
 // lock-pitfalls scenario can show each one failing under a forced interleaving, next to
-// lockstep's RedisMutex closing the same race. Each class names the RACES.md pitfall it has.
+// lockstep's RedisMutex closing the same race. Each class names the docs/races.md pitfall it has.
 //
 // Fault points (armed by the demo with ThreadFault):
 //   demo.broken.after_setnx         SetnxThenExpire: after SETNX, before EXPIRE          L1

@@ -1,6 +1,7 @@
 #include "consistency_checker.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "stats.h"
 
@@ -59,13 +60,18 @@ ConsistencyReport ConsistencyChecker::analyse() {
     bool episode_lasting = false;
     auto close = [&] {
         if (episode_start) {
-            lives.add(static_cast<double>(*episode_last - *episode_start) / 1000.0);
+            const double life = static_cast<double>(*episode_last - *episode_start) / 1000.0;
+            lives.add(life);
+            std::size_t b = 0;
+            while (b < std::size(kLifeBucketsMs) && life > kLifeBucketsMs[b]) ++b;
+            ++r.stale_entry_life_histogram[b];
             if (episode_lasting) ++r.lasting_stale_entries;
         }
         episode_start.reset();
         episode_last.reset();
         episode_lasting = false;
     };
+    r.stale_entry_life_histogram.assign(std::size(kLifeBucketsMs) + 1, 0);
     for (const auto& s : samples_) {
         if (s.key != current_key) {
             close();

@@ -50,6 +50,9 @@ struct CacheSample {
     std::optional<std::int64_t> version;  // nullopt: nothing usable cached
 };
 
+// Upper bounds (ms) of the stale entry lifetime histogram.
+inline constexpr double kLifeBucketsMs[] = {1, 2, 5, 10, 20, 50, 100};
+
 struct ConsistencyReport {
     std::size_t reads = 0;
     std::size_t stale_reads = 0;
@@ -61,6 +64,9 @@ struct ConsistencyReport {
     std::size_t lasting_stale_entries = 0;
     double stale_entry_life_max_ms = 0;
     double stale_entry_life_p99_ms = 0;
+    // How long stale entries lived: counts per bucket of kLifeBucketsMs (a life <= the bound and
+    // > the previous one); the last count is the lives longer than the last bound.
+    std::vector<std::size_t> stale_entry_life_histogram;
     std::size_t samples = 0;
     std::vector<std::int64_t> disagreeing_keys;  // cache != database after the run
 };

@@ -1,6 +1,8 @@
 #include "context.h"
 
+#include <cctype>
 #include <cstdio>
+#include <vector>
 #include <string>
 
 #include "workers.h"
@@ -38,6 +40,40 @@ void DemoContext::progress(std::string_view text) const {
 }
 
 void DemoContext::add(Result r) { report_.add(std::move(r)); }
+
+namespace {
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+}  // namespace
+
+bool DemoContext::selects(const RaceCase& c, Mode mode) const {
+    if (mode == Mode::Forced ? !options_.want_forced() : !options_.want_load()) return false;
+    if (!c.has(mode)) return false;
+    if (options_.races.empty()) return true;
+    for (const auto& id : race_ids(c.race)) {
+        for (const auto& want : options_.races) {
+            if (lower(id) == lower(want)) return true;
+        }
+    }
+    return false;
+}
+
+std::optional<Result> DemoContext::row(const RaceCase& c, const std::string& protection, Mode mode) const {
+    if (!selects(c, mode)) return std::nullopt;
+    if (!options_.protections.empty()) {
+        bool any = false;
+        for (const auto& p : options_.protections) any = any || lower(protection).find(lower(p)) != std::string::npos;
+        if (!any) return std::nullopt;
+    }
+    const ExpectedRow* e = c.find(protection, mode);
+    Result r = make_result(c.scenario, c.race, protection, mode, e ? e->expected : Outcome::Prevented);
+    if (!e) r.error = "row not in the race registry (race_case.h): " + c.race + " / " + protection;
+    return r;
+}
 
 std::int64_t DemoContext::new_ids(int n) { return next_id_.fetch_add(n); }
 

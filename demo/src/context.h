@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "demo_options.h"
+#include "race_case.h"
 #include "report.h"
 #include "services.h"
 
@@ -31,6 +33,13 @@ public:
     // A line on stderr, prefixed with the time since the demo started.
     void progress(std::string_view text) const;
     void add(Result r);
+
+    // Whether the options (--race, --only) select any `mode` row of `c`.
+    bool selects(const RaceCase& c, Mode mode) const;
+    // The Result of one registered row, with its expected outcome from the registry, for the run
+    // to fill and add(); empty when --race/--protection/--only leave the row out. A row missing
+    // from the registry comes back with an error (its verdict is FAIL).
+    std::optional<Result> row(const RaceCase& c, const std::string& protection, Mode mode) const;
 
     // The first of `n` product ids no other run or case of this process uses.
     std::int64_t new_ids(int n = 1);

@@ -22,6 +22,12 @@ struct DemoOptions {
     int repeat = 1;
     // "forced", "load" or empty for both.
     std::string only;
+    // --race ID…: only the rows of these docs/races.md ids (empty: every race).
+    std::vector<std::string> races;
+    // --protection TEXT…: only the rows whose protection contains one of these (case-insensitive).
+    std::vector<std::string> protections;
+    // --html target: a file name, or empty.
+    std::string html_path;
     // --json target: a file name, "-" for stdout, or empty.
     std::string json_path;
     // Servers; empty: LOCKSTEP_*_URL, else private servers.

@@ -1,5 +1,6 @@
-// lockstep-demo: reproduces the races of RACES.md against real Redis and MariaDB, each with and
+// lockstep-demo: reproduces the races of docs/races.md against real Redis and MariaDB, each with and
 // without its protection, and measures what each protection costs. See docs/demo.md.
+#include <strings.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/db/schema.h"
 #include "lockstep/servers/local_servers.h"
+#include "html_report.h"
 #include "report.h"
 #include "scenarios.h"
 #include "workers.h"
@@ -30,7 +32,7 @@ using namespace lockstep::demo;
 std::string scenario_help() {
     std::string text = "Scenarios (default: all, in this order):\n";
     for (const auto& s : scenarios()) {
-        text += "  " + s.name + std::string(s.name.size() < 14 ? 14 - s.name.size() : 1, ' ') + "[" + s.races +
+        text += "  " + s.name + std::string(s.name.size() < 14 ? 14 - s.name.size() : 1, ' ') + "[" + s.races() +
                 "] " + s.summary + "\n";
     }
     text +=
@@ -59,6 +61,35 @@ void clean_up(DemoContext& ctx) {
         for (const auto& k : reply.elements()[1].elements()) keys.push_back(k.str());
         if (!keys.empty()) redis.del(keys);
     } while (cursor != "0");
+}
+
+// --list: every scenario, then each of its race cases with what it forces and its rows.
+int list_registry(const DemoOptions& options) {
+    if (!options.json_path.empty()) {
+        std::string text = registry_json().dump(2) + "\n";
+        if (options.json_path == "-") {
+            std::cout << text;
+        } else {
+            std::ofstream f(options.json_path);
+            f << text;
+            if (!f) return 2;
+        }
+        return 0;
+    }
+    for (const auto& s : scenarios()) {
+        const std::string races = s.races();
+        std::cout << s.name << std::string(s.name.size() < 14 ? 14 - s.name.size() : 1, ' ') << races
+                  << std::string(races.size() < 24 ? 24 - races.size() : 1, ' ') << s.summary << "\n";
+        for (const RaceCase* c : cases_of(s.name)) {
+            std::cout << "    " << c->race << std::string(c->race.size() < 6 ? 6 - c->race.size() : 1, ' ') << c->forces
+                      << "\n";
+            for (const auto& r : c->rows) {
+                std::cout << "          " << to_string(r.mode) << "  " << r.protection << "  -> " << to_string(r.expected)
+                          << "\n";
+            }
+        }
+    }
+    return 0;
 }
 
 int run(const DemoOptions& options) {
@@ -95,18 +126,25 @@ int run(const DemoOptions& options) {
     if (chosen.empty()) {
         for (const auto& s : scenarios()) chosen.push_back(&s);
     }
+    // --race / --only: a scenario none of whose cases is selected prints no table.
+    std::erase_if(chosen, [&](const ScenarioInfo* s) {
+        for (const RaceCase* c : cases_of(s->name)) {
+            if (ctx.selects(*c, Mode::Forced) || ctx.selects(*c, Mode::Load)) return false;
+        }
+        return true;
+    });
     const bool json_to_stdout = options.json_path == "-";
     std::ostream& tables = json_to_stdout ? std::cerr : std::cout;
     for (const ScenarioInfo* s : chosen) {
-        ctx.progress("scenario " + s->name + " (" + s->races + ")");
+        ctx.progress("scenario " + s->name + " (" + s->races() + ")");
         try {
             s->run(ctx);
         } catch (const std::exception& e) {
-            Result r = make_result(s->name, s->races, "-", Mode::Forced, Outcome::Prevented);
+            Result r = make_result(s->name, s->races(), "-", Mode::Forced, Outcome::Prevented);
             r.error = std::string("the scenario broke: ") + e.what();
             ctx.add(std::move(r));
         }
-        Report::print_table(tables, s->name + " (" + s->races + ")", report.results_of(s->name));
+        Report::print_table(tables, s->name + " (" + s->races() + ")", report.results_of(s->name));
         for (const auto& note : report.notes_of(s->name)) tables << "\n" << note;
         tables.flush();
     }
@@ -123,6 +161,14 @@ int run(const DemoOptions& options) {
            << " (seed " << options.seed << ", " << options.workers() << " workers"
            << (options.processes > 0 ? " in " + std::to_string(options.processes) + " processes" : " as threads")
            << ")\n";
+    if (!options.html_path.empty()) {
+        std::ofstream f(options.html_path);
+        write_html(f, report, options);
+        if (!f) {
+            std::cerr << "cannot write " << options.html_path << "\n";
+            return 2;
+        }
+    }
     if (!options.json_path.empty()) {
         std::string text = report.to_json().dump(2) + "\n";
         if (json_to_stdout) {
@@ -150,7 +196,7 @@ int main(int argc, char** argv) {
 
     DemoOptions options;
     bool list = false;
-    CLI::App app{"lockstep-demo: reproduces the races of RACES.md against real Redis and MariaDB, with and "
+    CLI::App app{"lockstep-demo: reproduces the races of docs/races.md against real Redis and MariaDB, with and "
                  "without each protection, and measures what each protection costs."};
     app.footer(scenario_help());
     app.add_option("scenario", options.scenarios, "Scenarios to run (default: all)");
@@ -174,15 +220,25 @@ int main(int argc, char** argv) {
     app.add_option("--json", options.json_path, "Write the results as JSON to FILE ('-': stdout)");
     app.add_option("--redis", options.redis_url, "Redis URL (default: LOCKSTEP_REDIS_URL, else a private server)");
     app.add_option("--mysql", options.mysql_url, "MySQL URL (default: LOCKSTEP_MYSQL_URL, else a private server)");
-    app.add_flag("--list", list, "List the scenarios with their RACES.md ids and exit");
+    app.add_option("--race", options.races, "Only the rows of these docs/races.md ids (e.g. --race C2 --race O1)");
+    app.add_option("--protection", options.protections,
+                   "Only the rows whose protection contains this text (case-insensitive, e.g. Lease)");
+    app.add_option("--html", options.html_path, "Also write the report as one self-contained HTML page to FILE");
+    app.add_flag("--list", list,
+                 "List the scenarios, their race cases and protections (from the registry) and exit; "
+                 "with --json, the registry as JSON");
     CLI11_PARSE(app, argc, argv);
 
-    if (list) {
-        for (const auto& s : scenarios()) {
-            std::cout << s.name << std::string(s.name.size() < 14 ? 14 - s.name.size() : 1, ' ') << s.races
-                      << std::string(s.races.size() < 24 ? 24 - s.races.size() : 1, ' ') << s.summary << "\n";
+    if (list) return list_registry(options);
+    for (const auto& id : options.races) {
+        bool known = false;
+        for (const auto& c : race_cases()) {
+            for (const auto& r : race_ids(c.race)) known = known || r == id || (id.size() == r.size() && strcasecmp(id.c_str(), r.c_str()) == 0);
         }
-        return 0;
+        if (!known) {
+            std::cerr << "unknown race '" << id << "' (see --list)\n";
+            return 2;
+        }
     }
     for (const auto& name : options.scenarios) {
         if (!find_scenario(name)) {

@@ -17,7 +17,7 @@ std::string_view to_string(Outcome o) noexcept;
 
 struct Result {
     std::string scenario;
-    // RACES.md id(s), e.g. "O1" or "O1, O3".
+    // docs/races.md id(s), e.g. "O1" or "O1, O3".
     std::string race;
     // What guarded the run: "none", "SELECT ... FOR UPDATE", "RedisMutex", ...
     std::string protection;

@@ -1,4 +1,4 @@
-// duplicate-job (RACES O2): N nodes run the scheduled job "close unpaid orders older than two
+// duplicate-job (docs/races.md O2): N nodes run the scheduled job "close unpaid orders older than two
 // hours and give their units back to stock" at the same moment.
 //
 // The job, as the source documents write it: select the expired unpaid orders, then for each
@@ -176,7 +176,7 @@ Trial forced_trial(DemoContext& ctx, const std::string& guard) {
     return trial;
 }
 
-void load_run(DemoContext& ctx, const std::string& guard) {
+void load_run(DemoContext& ctx, const std::string& guard, Result r) {
     const int nodes = node_count(ctx.options());
     const int rounds = std::max(2, ctx.options().iterations / 10);
     ctx.progress(std::string(kScenario) + ": load, " + guard_label(guard) + ": " + std::to_string(nodes) +
@@ -184,8 +184,6 @@ void load_run(DemoContext& ctx, const std::string& guard) {
     auto t0 = std::chrono::steady_clock::now();
     Totals t = run_rounds(ctx, guard, false, rounds);
     double seconds = ms_between(t0, std::chrono::steady_clock::now()) / 1000;
-    Result r = make_result(kScenario, "O2", guard_label(guard), Mode::Load,
-                           guard == "lock" ? Outcome::Prevented : Outcome::Reproduced);
     const long long extra = t.stock - t.expected_stock;
     r.observed = t.rounds_over > 0 ? Outcome::Reproduced : Outcome::Prevented;
     r.evidence = std::to_string(t.rounds_over) + " of " + std::to_string(rounds) + " rounds restored stock more than once (" +
@@ -201,25 +199,44 @@ void load_run(DemoContext& ctx, const std::string& guard) {
     ctx.add(std::move(r));
 }
 
-void run(DemoContext& ctx) {
-    for (const std::string guard : {"none", "lock"}) {
-        if (!ctx.options().want_forced()) break;
-        Result base = make_result(kScenario, "O2", guard_label(guard), Mode::Forced,
-                                  guard == "lock" ? Outcome::Prevented : Outcome::Reproduced);
-        record_forced(ctx, std::move(base), [&](int) { return forced_trial(ctx, guard); });
+const char* const kGuards[] = {"none", "lock"};
+
+void o2_forced(DemoContext& ctx, const RaceCase& c) {
+    for (const std::string guard : kGuards) {
+        if (auto base = ctx.row(c, guard_label(guard), Mode::Forced)) {
+            record_forced(ctx, std::move(*base), [&](int) { return forced_trial(ctx, guard); });
+        }
     }
-    if (!ctx.options().want_load()) return;
-    for (const std::string guard : {"none", "lock"}) load_run(ctx, guard);
+}
+
+void o2_load(DemoContext& ctx, const RaceCase& c) {
+    for (const std::string guard : kGuards) {
+        if (auto r = ctx.row(c, guard_label(guard), Mode::Load)) load_run(ctx, guard, std::move(*r));
+    }
 }
 
 }  // namespace
 
 void add_duplicate_job() {
-    scenarios().push_back({kScenario, "O2",
-                           "N nodes run \"close unpaid orders and restore their stock\" at once; unprotected the "
-                           "stock is restored N times, with a try-lock job lock exactly once",
-                           run});
+    add_scenario({kScenario,
+                  "N nodes run \"close unpaid orders and restore their stock\" at once; unprotected the "
+                  "stock is restored N times, with a try-lock job lock exactly once",
+                  {}});
     roles()["duplicate-job.node"] = node;
+}
+
+void add_race_o2() {
+    RaceCase c{kScenario, "O2",
+               "N nodes start the same job at the same moment; each reads the expired orders before any restores",
+               {"node 1..N: reads the unpaid orders older than 2 h, meets the others, restores their units"},
+               "--iterations/10 rounds of the job on N nodes; rounds that restored stock more than once, ms per round",
+               {}, o2_forced, o2_load};
+    for (Mode mode : {Mode::Forced, Mode::Load}) {
+        for (const std::string guard : kGuards) {
+            c.rows.push_back({guard_label(guard), mode, guard == "lock" ? Outcome::Prevented : Outcome::Reproduced});
+        }
+    }
+    add_race(std::move(c));
 }
 
 }  // namespace lockstep::demo

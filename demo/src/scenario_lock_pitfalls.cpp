@@ -1,4 +1,4 @@
-// lock-pitfalls (RACES L1, L2, L3, L4, L5, L6, L10): the broken locks of the source documents
+// lock-pitfalls (docs/races.md L1, L2, L3, L4, L5, L6, L10): the broken locks of the source documents
 // (broken_locks.h, DEMO ONLY) each failing under a forced interleaving, beside lockstep's
 // RedisMutex under the same interleaving.
 //
@@ -603,11 +603,13 @@ const std::vector<Case>& cases() {
     return all;
 }
 
-void run(DemoContext& ctx) {
-    if (!ctx.options().want_forced()) return;  // these are forced interleavings only
+// Runs the forced rows of one race case: the rows of cases() with its id.
+void run_rows(DemoContext& ctx, const RaceCase& rc) {
     for (const auto& c : cases()) {
-        Result base = make_result(kScenario, c.race, c.label, Mode::Forced, c.expected);
-        record_forced(ctx, std::move(base), [&](int) {
+        if (rc.race != c.race) continue;
+        auto base = ctx.row(rc, c.label, Mode::Forced);
+        if (!base) continue;
+        record_forced(ctx, std::move(*base), [&](int) {
             const auto id = ctx.new_ids();
             const std::string name = "pit-" + std::to_string(id);
             json args = {{"tag", ctx.unique("pit")},
@@ -619,14 +621,53 @@ void run(DemoContext& ctx) {
     }
 }
 
+// A race case of this scenario: its rows (and their expected outcomes) are those of cases().
+void add_pitfall(const char* race, std::string forces, std::vector<std::string> roles) {
+    RaceCase rc{kScenario, race, std::move(forces), std::move(roles), "", {}, run_rows, {}};
+    for (const auto& c : cases()) {
+        if (rc.race == c.race) rc.rows.push_back({c.label, Mode::Forced, c.expected});
+    }
+    add_race(std::move(rc));
+}
+
 }  // namespace
 
 void add_lock_pitfalls() {
-    scenarios().push_back({kScenario, "L1, L2, L3, L4, L5, L6, L10",
-                           "the source documents' broken Redis locks (demo-only code) fail under forced "
-                           "interleavings; RedisMutex, its watchdog and fencing tokens hold under the same ones",
-                           run});
+    add_scenario({kScenario,
+                  "the source documents' broken Redis locks (demo-only code) fail under forced "
+                  "interleavings; RedisMutex, its watchdog and fencing tokens hold under the same ones",
+                  {}});
     roles()["pitfalls.actor"] = actor_role;
+}
+
+void add_race_l1() {
+    add_pitfall("L1", "A takes the lock and crashes before its expiry is set; B tries for 3x the TTL A meant",
+                {"A: takes the lock, crashes", "B: tries to take it"});
+}
+void add_race_l2() {
+    add_pitfall("L2", "B's clock runs 5 s ahead; A holds the lock; B judges it expired",
+                {"A: holds the lock", "B: fast clock, tries to take it over"});
+}
+void add_race_l3() {
+    add_pitfall("L3", "A's lease runs out, B takes the lock, A releases it, C tries to take it",
+                {"A: holder past its lease, releases", "B: the new holder", "C: a third client"});
+}
+void add_race_l4() {
+    add_pitfall("L4", "A checks the lock is its own, pauses past its lease, B takes it, A deletes",
+                {"A: checks, pauses, deletes", "B: the new holder", "C: a third client"});
+}
+void add_race_l5() {
+    add_pitfall("L5",
+                "A's work outlasts its lease: held slow (watchdog renews), its whole process paused (watchdog "
+                "stopped too), and its late write fenced by MySQL",
+                {"A: the holder, slow or paused", "B: takes the lock when A's lease runs out, writes"});
+}
+void add_race_l6() {
+    add_pitfall("L6", "the holder calls lock() again on the same lock (a nested call)", {"A: the holder, nests"});
+}
+void add_race_l10() {
+    add_pitfall("L10", "A unlocks after its lease ran out and B took the lock; stranger C unlocks too",
+                {"A: holder past its lease, unlocks", "B: the new holder", "C: never held it, unlocks"});
 }
 
 }  // namespace lockstep::demo

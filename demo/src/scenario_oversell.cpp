@@ -1,4 +1,4 @@
-// oversell (RACES O1, O3): buyers place orders by reading the stock, then writing stock - 1.
+// oversell (docs/races.md O1, O3): buyers place orders by reading the stock, then writing stock - 1.
 //
 // Forced: stock 1, two buyers; both stop right after their read and wait for each other (a
 // rendezvous through Redis, so it works across processes too). Without protection both read 1,
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -297,12 +298,18 @@ struct LoadNumbers {
     double lock_busy = 0;  // share of the sale's wall time the lock was held
 };
 
-LoadNumbers load_run(DemoContext& ctx, const GuardInfo& g) {
+// The O1 load numbers of this process, by guard: O3 judges the mutex and segmented runs.
+std::map<Guard, LoadNumbers>& load_numbers() {
+    static std::map<Guard, LoadNumbers> m;
+    return m;
+}
+
+// One O1 load run. `r` empty: run it for its numbers only (O3 asked without O1's rows).
+LoadNumbers load_run(DemoContext& ctx, const GuardInfo& g, std::optional<Result> row) {
     const int stock = ctx.options().iterations;
     const int workers = ctx.options().workers();
     const auto id = ctx.new_ids();
-    Result r = make_result(kScenario, "O1", g.label, Mode::Load,
-                           g.guard == Guard::None ? Outcome::Reproduced : Outcome::Prevented);
+    Result r = row ? std::move(*row) : Result{};
     ctx.progress(std::string(kScenario) + ": load, " + g.label + ": " + std::to_string(workers) + " buyers, stock " +
                  std::to_string(stock));
     prepare(ctx, g, id, stock);
@@ -355,29 +362,44 @@ LoadNumbers load_run(DemoContext& ctx, const GuardInfo& g) {
         .metric("workers", workers)
         .metric("seconds", seconds);
     if (worker_sold != sold) r.error = "workers counted " + std::to_string(worker_sold) + " orders, the table holds " + std::to_string(sold);
-    ctx.add(std::move(r));
+    if (row) ctx.add(std::move(r));
+    load_numbers()[g.guard] = n;
     return n;
 }
 
-void run(DemoContext& ctx) {
-    if (ctx.options().want_forced()) {
-        for (const auto& g : guards()) {
-            Result base = make_result(kScenario, "O1", g.label, Mode::Forced,
-                                      g.guard == Guard::None ? Outcome::Reproduced : Outcome::Prevented);
-            record_forced(ctx, std::move(base), [&](int) { return forced_trial(ctx, g); });
+Outcome o1_expected(const GuardInfo& g) { return g.guard == Guard::None ? Outcome::Reproduced : Outcome::Prevented; }
+
+void o1_forced(DemoContext& ctx, const RaceCase& c) {
+    for (const auto& g : guards()) {
+        if (auto base = ctx.row(c, g.label, Mode::Forced)) {
+            record_forced(ctx, std::move(*base), [&](int) { return forced_trial(ctx, g); });
         }
     }
-    if (!ctx.options().want_load()) return;
-    std::optional<LoadNumbers> mutex_numbers, segmented_numbers;
+}
+
+void o1_load(DemoContext& ctx, const RaceCase& c) {
     for (const auto& g : guards()) {
-        LoadNumbers n = load_run(ctx, g);
-        if (g.guard == Guard::Mutex) mutex_numbers = n;
-        if (g.guard == Guard::Segmented) segmented_numbers = n;
+        if (auto r = ctx.row(c, g.label, Mode::Load)) load_run(ctx, g, std::move(r));
     }
-    // O3: did the one lock per item turn the buyers into a queue, and does segmenting help?
-    if (mutex_numbers) {
-        const auto& m = *mutex_numbers;
-        Result r = make_result(kScenario, "O3", "RedisMutex per item", Mode::Load, Outcome::Reproduced);
+}
+
+// O3: did the one lock per item turn the buyers into a queue, and does segmenting help? Judged
+// on O1's load runs of the mutex and of segmented stock (run here when O1's were left out).
+void o3_load(DemoContext& ctx, const RaceCase& c) {
+    auto numbers = [&](Guard which) {
+        auto it = load_numbers().find(which);
+        if (it != load_numbers().end()) return it->second;
+        for (const auto& g : guards()) {
+            if (g.guard == which) return load_run(ctx, g, std::nullopt);
+        }
+        return LoadNumbers{};
+    };
+    auto mutex_row = ctx.row(c, "RedisMutex per item", Mode::Load);
+    auto segmented_row = ctx.row(c, "segmented stock (Lua take)", Mode::Load);
+    if (!mutex_row && !segmented_row) return;
+    const LoadNumbers m = numbers(Guard::Mutex);
+    if (mutex_row) {
+        Result& r = *mutex_row;
         bool queue = ctx.options().workers() > 1 && m.mean_lock_wait_us > m.mean_lock_held_us && m.lock_busy > 0.5;
         r.observed = queue ? Outcome::Reproduced : Outcome::Prevented;
         r.evidence = "lock held " + fixed1(m.lock_busy * 100) + "% of the sale; an order waited " +
@@ -390,29 +412,50 @@ void run(DemoContext& ctx) {
             .metric("mean_lock_held_ms", m.mean_lock_held_us / 1000)
             .metric("lock_busy_share", m.lock_busy);
         ctx.add(std::move(r));
-        if (segmented_numbers) {
-            const auto& s = *segmented_numbers;
-            Result q = make_result(kScenario, "O3", "segmented stock (Lua take)", Mode::Load, Outcome::Prevented);
-            double speedup = m.orders_per_s > 0 ? s.orders_per_s / m.orders_per_s : 0;
-            q.observed = speedup > 1.0 ? Outcome::Prevented : Outcome::Reproduced;
-            q.evidence = "no lock to queue on; " + fixed1(speedup) + "x the orders/s of the per-item mutex";
-            q.cost = fixed1(s.orders_per_s) + " orders/s vs " + fixed1(m.orders_per_s) + " with the mutex";
-            q.metric("orders_per_s", s.orders_per_s).metric("mutex_orders_per_s", m.orders_per_s).metric("speedup", speedup);
-            ctx.add(std::move(q));
-        }
+    }
+    if (segmented_row) {
+        const LoadNumbers s = numbers(Guard::Segmented);
+        Result& q = *segmented_row;
+        double speedup = m.orders_per_s > 0 ? s.orders_per_s / m.orders_per_s : 0;
+        q.observed = speedup > 1.0 ? Outcome::Prevented : Outcome::Reproduced;
+        q.evidence = "no lock to queue on; " + fixed1(speedup) + "x the orders/s of the per-item mutex";
+        q.cost = fixed1(s.orders_per_s) + " orders/s vs " + fixed1(m.orders_per_s) + " with the mutex";
+        q.metric("orders_per_s", s.orders_per_s).metric("mutex_orders_per_s", m.orders_per_s).metric("speedup", speedup);
+        ctx.add(std::move(q));
     }
 }
 
 }  // namespace
 
 void add_oversell() {
-    scenarios().push_back(
-        {kScenario, "O1, O3",
-         "buyers read the stock and write stock-1; unprotected two buyers sell the last unit twice; closed by "
-         "FOR UPDATE, a conditional UPDATE, a version column, a Redis mutex or segmented stock (O3: the mutex "
-         "queues buyers, segments do not)",
-         run});
+    add_scenario({kScenario,
+                  "buyers read the stock and write stock-1; unprotected two buyers sell the last unit twice; closed by "
+                  "FOR UPDATE, a conditional UPDATE, a version column, a Redis mutex or segmented stock (O3: the mutex "
+                  "queues buyers, segments do not)",
+                  {}});
     roles()["oversell.buyer"] = buyer;
+}
+
+void add_race_o1() {
+    RaceCase c{kScenario, "O1",
+               "stock 1; two buyers both read the stock, meet, then both write stock - 1",
+               {"buyer 1: reads the stock, waits for buyer 2, sells", "buyer 2: the same"},
+               "stock = --iterations, every worker buys until sold out; orders/s and p50/p99 per protection",
+               {}, o1_forced, o1_load};
+    for (Mode mode : {Mode::Forced, Mode::Load}) {
+        for (const auto& g : guards()) c.rows.push_back({g.label, mode, o1_expected(g)});
+    }
+    add_race(std::move(c));
+}
+
+void add_race_o3() {
+    add_race({kScenario, "O3",
+              "nothing beyond O1's load: the buyers of one hot item queue on its one lock",
+              {"every worker: a buyer of the one item"},
+              "O1's load runs of the per-item RedisMutex and of segmented stock: lock busy share, wait vs hold",
+              {{"RedisMutex per item", Mode::Load, Outcome::Reproduced},
+               {"segmented stock (Lua take)", Mode::Load, Outcome::Prevented}},
+              {}, o3_load});
 }
 
 }  // namespace lockstep::demo

@@ -1,4 +1,4 @@
-// penetration (RACES C7): reads of ids that do not exist always miss and always reach the
+// penetration (docs/races.md C7): reads of ids that do not exist always miss and always reach the
 // database, unless "not found" is cached too (RepositoryOptions::negative_ttl).
 //
 // Forced: one reader asks for the same missing id ten times. Without negative caching that is
@@ -93,7 +93,7 @@ Trial forced_trial(DemoContext& ctx, bool negative) {
     return t;
 }
 
-void load_case(DemoContext& ctx, bool negative) {
+void load_case(DemoContext& ctx, bool negative, Result r) {
     const int workers = ctx.options().workers();
     const int ops = ctx.options().iterations;
     ctx.progress(std::string(kScenario) + ": load, " + label(negative) + ": " + std::to_string(workers) + " readers x " +
@@ -127,7 +127,6 @@ void load_case(DemoContext& ctx, bool negative) {
         repeated += std::max(0LL, n - 1);
     }
     const double seconds = std::max(1e-6, static_cast<double>(end - start) / 1e6);
-    Result r = make_result(kScenario, "C7", label(negative), Mode::Load, negative ? Outcome::Prevented : Outcome::Reproduced);
     r.observed = repeated > 0 ? Outcome::Reproduced : Outcome::Prevented;
     r.evidence = std::to_string(missing_reads) + " reads of " + std::to_string(kMissingIds) + " missing ids: " +
                  std::to_string(missing_loads) + " database queries (" + std::to_string(repeated) +
@@ -147,27 +146,38 @@ void load_case(DemoContext& ctx, bool negative) {
     ctx.add(std::move(r));
 }
 
-void run(DemoContext& ctx) {
-    if (ctx.options().want_forced()) {
-        for (bool negative : {false, true}) {
-            Result base = make_result(kScenario, "C7", label(negative), Mode::Forced,
-                                      negative ? Outcome::Prevented : Outcome::Reproduced);
-            record_forced(ctx, std::move(base), [&](int) { return forced_trial(ctx, negative); });
+void forced_rows(DemoContext& ctx, const RaceCase& c) {
+    for (bool negative : {false, true}) {
+        if (auto base = ctx.row(c, label(negative), Mode::Forced)) {
+            record_forced(ctx, std::move(*base), [&](int) { return forced_trial(ctx, negative); });
         }
     }
-    if (ctx.options().want_load()) {
-        for (bool negative : {false, true}) load_case(ctx, negative);
+}
+
+void load_rows(DemoContext& ctx, const RaceCase& c) {
+    for (bool negative : {false, true}) {
+        if (auto r = ctx.row(c, label(negative), Mode::Load)) load_case(ctx, negative, std::move(*r));
     }
 }
 
 }  // namespace
 
 void add_penetration() {
-    scenarios().push_back({kScenario, "C7",
+    add_scenario({kScenario,
                            "reads of ids that do not exist: without a negative cache each one queries the database, "
                            "with \"not found\" cached only the first does",
-                           run});
+                  {}});
     roles()["penetration.reader"] = reader;
+}
+
+void add_race_c7() {
+    RaceCase c{kScenario, "C7", "10 reads, one after another, of an id that does not exist", {"reader: reads the missing id again and again"}, "every worker reads a seeded mix of existing and 10 missing ids; database queries for an id already known missing", {}, forced_rows, load_rows};
+    for (Mode mode : {Mode::Forced, Mode::Load}) {
+        for (bool negative : {false, true}) {
+            c.rows.push_back({label(negative), mode, negative ? Outcome::Prevented : Outcome::Reproduced});
+        }
+    }
+    add_race(std::move(c));
 }
 
 }  // namespace lockstep::demo

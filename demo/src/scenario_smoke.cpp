@@ -24,11 +24,13 @@ std::string redis_version(RedisClient& redis) {
     return info.substr(at, info.find_first_of("\r\n", at) - at);
 }
 
-void run(DemoContext& ctx) {
+void run(DemoContext& ctx, const RaceCase& c) {
     auto& redis = ctx.services().redis();
     auto& db = ctx.services().db();
     // Not a race: "prevented" here means that nothing went wrong.
-    Result r = make_result("smoke", "-", "-", Mode::Forced, Outcome::Prevented);
+    auto row = ctx.row(c, "-", Mode::Forced);
+    if (!row) return;
+    Result& r = *row;
 
     auto t0 = std::chrono::steady_clock::now();
     std::string pong = redis.command({"PING"}).str();
@@ -36,14 +38,14 @@ void run(DemoContext& ctx) {
     std::string rv = redis_version(redis);
 
     t0 = std::chrono::steady_clock::now();
-    auto row = db.query_one("SELECT 1 AS one");
+    auto one = db.query_one("SELECT 1 AS one");
     double select_ms = ms_since(t0);
     std::string mv = db.query_one("SELECT VERSION() AS v")->get<std::string>("v");
 
-    bool ok = pong == "PONG" && row && row->get<int>("one") == 1;
+    bool ok = pong == "PONG" && one && one->get<int>("one") == 1;
     r.observed = ok ? Outcome::Prevented : Outcome::Reproduced;
     r.evidence = "PING -> " + pong + " (Redis " + rv + "), SELECT 1 -> " +
-                 (row ? std::to_string(row->get<int>("one")) : "nothing") + " (MariaDB " + mv + ")";
+                 (one ? std::to_string(one->get<int>("one")) : "nothing") + " (MariaDB " + mv + ")";
     char cost[96];
     std::snprintf(cost, sizeof cost, "PING %.2f ms, SELECT 1 %.2f ms", ping_ms, select_ms);
     r.cost = cost;
@@ -55,9 +57,13 @@ void run(DemoContext& ctx) {
 }  // namespace
 
 void add_smoke() {
-    scenarios().push_back({"smoke", "-",
-                           "connects to Redis (PING) and MariaDB (SELECT 1) and says which servers answered",
-                           run});
+    add_scenario({"smoke", "connects to Redis (PING) and MariaDB (SELECT 1) and says which servers answered", {}});
+}
+
+// Not a race: its one row is "prevented" when both servers answered.
+void add_race_smoke() {
+    add_race({"smoke", "-", "nothing: one PING and one SELECT 1", {"the demo process"}, "",
+              {{"-", Mode::Forced, Outcome::Prevented}}, run, {}});
 }
 
 }  // namespace lockstep::demo

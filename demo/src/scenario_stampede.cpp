@@ -1,4 +1,4 @@
-// stampede (RACES C6): a hot key is missing (expired) and many readers miss it at once; each
+// stampede (docs/races.md C6): a hot key is missing (expired) and many readers miss it at once; each
 // one that loads from the database is a query the database did not need.
 //
 // Forced: N readers meet (a rendezvous through Redis), then all read the same missing key; the
@@ -113,7 +113,7 @@ Trial forced_trial(DemoContext& ctx, bool guard) {
     return t;
 }
 
-void load_case(DemoContext& ctx, bool guard) {
+void load_case(DemoContext& ctx, bool guard, Result r) {
     const auto id = ctx.new_ids();
     insert_product(ctx.services().db(), id, 10, "hot item");
     const int workers = ctx.options().workers();
@@ -144,7 +144,6 @@ void load_case(DemoContext& ctx, bool guard) {
         busy_until = std::max(busy_until, e);
     }
     const double seconds = std::max(1e-6, static_cast<double>(end - start) / 1e6);
-    Result r = make_result(kScenario, "C6", guard_label(guard), Mode::Load, guard ? Outcome::Prevented : Outcome::Reproduced);
     r.observed = redundant > 0 ? Outcome::Reproduced : Outcome::Prevented;
     r.evidence = std::to_string(loads.size()) + " database loads, " + std::to_string(redundant) +
                  " of them while another load of the key ran" + (waits > 0 ? "; " + std::to_string(waits) + " reads waited for a loader" : "");
@@ -163,27 +162,38 @@ void load_case(DemoContext& ctx, bool guard) {
     ctx.add(std::move(r));
 }
 
-void run(DemoContext& ctx) {
-    if (ctx.options().want_forced()) {
-        for (bool guard : {false, true}) {
-            Result base = make_result(kScenario, "C6", guard_label(guard), Mode::Forced,
-                                      guard ? Outcome::Prevented : Outcome::Reproduced);
-            record_forced(ctx, std::move(base), [&](int) { return forced_trial(ctx, guard); });
+void forced_rows(DemoContext& ctx, const RaceCase& c) {
+    for (bool guard : {false, true}) {
+        if (auto base = ctx.row(c, guard_label(guard), Mode::Forced)) {
+            record_forced(ctx, std::move(*base), [&](int) { return forced_trial(ctx, guard); });
         }
     }
-    if (ctx.options().want_load()) {
-        for (bool guard : {false, true}) load_case(ctx, guard);
+}
+
+void load_rows(DemoContext& ctx, const RaceCase& c) {
+    for (bool guard : {false, true}) {
+        if (auto r = ctx.row(c, guard_label(guard), Mode::Load)) load_case(ctx, guard, std::move(*r));
     }
 }
 
 }  // namespace
 
 void add_stampede() {
-    scenarios().push_back({kScenario, "C6",
+    add_scenario({kScenario,
                            "many readers miss one hot key at once: without the guard each queries the database, with "
                            "it one loads and the rest wait for its value",
-                           run});
+                  {}});
     roles()["stampede.reader"] = reader;
+}
+
+void add_race_c6() {
+    RaceCase c{kScenario, "C6", "N readers meet, then all read one missing hot key; the database read is slowed to 200 ms so every one misses before any value lands", {"reader 1..N: meets the others, reads the hot key"}, "every worker reads one hot key living 50 ms for --iterations x 5 ms; loads that overlapped another load of the key", {}, forced_rows, load_rows};
+    for (Mode mode : {Mode::Forced, Mode::Load}) {
+        for (bool guard : {false, true}) {
+            c.rows.push_back({guard_label(guard), mode, guard ? Outcome::Prevented : Outcome::Reproduced});
+        }
+    }
+    add_race(std::move(c));
 }
 
 }  // namespace lockstep::demo

@@ -1,12 +1,14 @@
-// The scenario registry: every scenario of the demo, in the order they run, with the RACES.md
-// ids it covers and one sentence for --help and --list. Each scenario lives in its own file and
-// adds itself (and its worker roles, workers.h) through one add_* function called from
-// register_scenarios().
+// The scenario registry: every scenario of the demo (one table of the report), in the order they
+// run, with one sentence for --help and --list. A scenario's rows come from its race cases
+// (race_case.h); the docs/races.md ids it covers are read from them. Scenarios and race cases are
+// listed once, in races.def.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "race_case.h"
 
 namespace lockstep::demo {
 
@@ -14,26 +16,22 @@ class DemoContext;
 
 struct ScenarioInfo {
     std::string name;
-    // RACES.md ids, e.g. "O1, O3".
-    std::string races;
     // One sentence: what it shows.
     std::string summary;
-    std::function<void(DemoContext&)> run;
+    // Runs after the forced rows of its cases (e.g. a summary matrix under the table); optional.
+    std::function<void(DemoContext&)> after_forced;
+
+    // The docs/races.md ids of its cases, e.g. "O1, O3".
+    std::string races() const;
+    // Runs its race cases that the options select: every forced part, after_forced, every load part.
+    void run(DemoContext& ctx) const;
 };
 
 std::vector<ScenarioInfo>& scenarios();
 const ScenarioInfo* find_scenario(const std::string& name);
+void add_scenario(ScenarioInfo s);
 
-// Fills scenarios() and roles() (idempotent).
+// Fills scenarios(), race_cases() and roles() from races.def (idempotent).
 void register_scenarios();
-
-// One per scenario file.
-void add_smoke();
-void add_oversell();
-void add_duplicate_job();
-void add_lock_pitfalls();
-void add_stale_cache();
-void add_stampede();
-void add_penetration();
 
 }  // namespace lockstep::demo

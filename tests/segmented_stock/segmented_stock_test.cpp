@@ -1,4 +1,4 @@
-// SegmentedStock against the real redis-server (RACES.md O3): takes move on when a segment is
+// SegmentedStock against the real redis-server (docs/races.md O3): takes move on when a segment is
 // short, a take larger than any segment is split all-or-nothing, give-backs never create units,
 // and under any interleaving no segment goes below zero and no more than the total is taken.
 //
@@ -121,14 +121,14 @@ TEST_F(SegmentedStockTest, ConcurrentInitsCreateTheStockOnce) {
     EXPECT_EQ(s.remaining(), s.total);  // whichever won, its units were created exactly once
 }
 
-TEST_F(SegmentedStockTest, TakeUsesTheChosenSegmentWhenItHoldsEnough) {
+TEST_F(SegmentedStockTest, O3_TakeUsesTheChosenSegmentWhenItHoldsEnough) {
     SegmentedStock stock(*redis_, "sku", options(start_at(2)));
     ASSERT_TRUE(stock.init(20, 4));
     EXPECT_TRUE(stock.take(3));
     EXPECT_EQ(segments_of(stock), (Units{5, 5, 2, 5}));
 }
 
-TEST_F(SegmentedStockTest, TakeMovesOnWhenASegmentIsShortAndWrapsAround) {
+TEST_F(SegmentedStockTest, O3_TakeMovesOnWhenASegmentIsShortAndWrapsAround) {
     SegmentedStock from0(*redis_, "sku", options(start_at(0)));
     SegmentedStock from2(*redis_, "sku", options(start_at(2)));
     ASSERT_TRUE(from0.init(12, 3));
@@ -145,7 +145,7 @@ TEST_F(SegmentedStockTest, TakeMovesOnWhenASegmentIsShortAndWrapsAround) {
     EXPECT_FALSE(from2.take(1));
 }
 
-TEST_F(SegmentedStockTest, TakeLargerThanAnySegmentIsSplitAllOrNothing) {
+TEST_F(SegmentedStockTest, O3_TakeLargerThanAnySegmentIsSplitAllOrNothing) {
     SegmentedStock stock(*redis_, "sku", options(start_at(1)));
     ASSERT_TRUE(stock.init(10, 3));  // 4 3 3
     // No segment holds 7; together they do: taken across segments in visit order 1, 2, 0.
@@ -159,7 +159,7 @@ TEST_F(SegmentedStockTest, TakeLargerThanAnySegmentIsSplitAllOrNothing) {
     EXPECT_EQ(segments_of(stock), (Units{0, 0, 0}));
 }
 
-TEST_F(SegmentedStockTest, TakeOfMoreThanTheTotalTakesNothing) {
+TEST_F(SegmentedStockTest, O3_TakeOfMoreThanTheTotalTakesNothing) {
     SegmentedStock stock(*redis_, "sku", options());
     ASSERT_TRUE(stock.init(10, 2));
     EXPECT_FALSE(stock.take(11));
@@ -209,7 +209,7 @@ TEST_F(SegmentedStockTest, GiveBackNeverCreatesUnits) {
     EXPECT_EQ(stock.remaining(), 10);
 }
 
-TEST_F(SegmentedStockTest, ConcurrentGiveBacksStopAtTheTotal) {
+TEST_F(SegmentedStockTest, O3_ConcurrentGiveBacksStopAtTheTotal) {
     SegmentedStock stock(*redis_, "sku", options());
     ASSERT_TRUE(stock.init(10, 2));
     ASSERT_TRUE(stock.take(3));
@@ -235,7 +235,7 @@ TEST_F(SegmentedStockTest, ConcurrentGiveBacksStopAtTheTotal) {
     EXPECT_EQ(stock.remaining(), 10);
 }
 
-TEST_F(SegmentedStockTest, HeldTakesThatChoseTheSameSegmentMoveOnAndNeverOversell) {
+TEST_F(SegmentedStockTest, O3_HeldTakesThatChoseTheSameSegmentMoveOnAndNeverOversell) {
     // Both units are in different segments; three orders all choose segment 0 and are held
     // there until all three have chosen. Released, they run in some order: two find a unit
     // (the second by moving on to segment 1), the third finds none. Never three.
@@ -258,7 +258,7 @@ TEST_F(SegmentedStockTest, HeldTakesThatChoseTheSameSegmentMoveOnAndNeverOversel
     EXPECT_EQ(segments_of(stock), (Units{0, 0}));
 }
 
-TEST_F(SegmentedStockTest, SplitTakeHeldWhileAnotherOrderEmptiesASegmentTakesNothing) {
+TEST_F(SegmentedStockTest, O3_SplitTakeHeldWhileAnotherOrderEmptiesASegmentTakesNothing) {
     SegmentedStock stock(*redis_, "sku", options(start_at(0)));
     ASSERT_TRUE(stock.init(4, 2));  // 2 2
     fault::Gate gate(10s);
@@ -277,7 +277,7 @@ TEST_F(SegmentedStockTest, SplitTakeHeldWhileAnotherOrderEmptiesASegmentTakesNot
     EXPECT_EQ(segments_of(stock), (Units{0, 2}));
 }
 
-TEST_F(SegmentedStockTest, TwoSplitTakesForMoreThanHalfTheStockOnlyOneWins) {
+TEST_F(SegmentedStockTest, O3_TwoSplitTakesForMoreThanHalfTheStockOnlyOneWins) {
     SegmentedStock stock(*redis_, "sku", options(start_at(0)));
     ASSERT_TRUE(stock.init(6, 3));  // 2 2 2
     fault::Gate gate(10s);
@@ -293,7 +293,7 @@ TEST_F(SegmentedStockTest, TwoSplitTakesForMoreThanHalfTheStockOnlyOneWins) {
     EXPECT_EQ(stock.remaining(), 2);
 }
 
-TEST_F(SegmentedStockTest, SixteenThreadsDrainTwoHundredUnitsExactly) {
+TEST_F(SegmentedStockTest, O3_SixteenThreadsDrainTwoHundredUnitsExactly) {
     constexpr long long kTotal = 200;
     constexpr int kSegments = 10;
     constexpr int kThreads = 16;
