@@ -1,5 +1,7 @@
 #include "entity_sql.h"
 
+#include <algorithm>
+
 #include "lockstep/core/error.h"
 
 namespace lockstep::detail {
@@ -25,7 +27,7 @@ EntitySql::EntitySql(const TableSpec& spec) {
     std::string list = key + ", " + version;
     std::string sets;
     std::string insert_columns = key + ", " + version;
-    std::string insert_values = "?, 1";
+    std::string insert_values = "?, ?";
     for (const auto& c : spec.columns) {
         if (c == spec.key_column || c == spec.version_column) {
             throw ConfigError("entity.columns", "'" + c + "' is the key or version column; list data columns only");
@@ -38,9 +40,11 @@ EntitySql::EntitySql(const TableSpec& spec) {
     }
     select_prefix_ = "SELECT " + list + " FROM " + table + " WHERE " + key + " ";
     select_one = select_prefix_ + "= ?";
-    lock_row = select_one + " FOR UPDATE";
+    lock_row = "SELECT " + list + ", " + kClockSql + " AS " + kClockColumn + " FROM " + table + " WHERE " + key +
+               " = ? FOR UPDATE";
+    clock = std::string("SELECT ") + kClockSql + " AS " + kClockColumn;
     lock_version = "SELECT " + version + " FROM " + table + " WHERE " + key + " = ? FOR UPDATE";
-    update = "UPDATE " + table + " SET " + sets + version + " = " + version + " + 1 WHERE " + key + " = ?";
+    update = "UPDATE " + table + " SET " + sets + version + " = ? WHERE " + key + " = ?";
     insert = "INSERT INTO " + table + " (" + insert_columns + ") VALUES (" + insert_values + ")";
     remove = "DELETE FROM " + table + " WHERE " + key + " = ?";
 }
@@ -49,6 +53,10 @@ std::string EntitySql::select_in(std::size_t n) const {
     std::string sql = select_prefix_ + "IN (";
     for (std::size_t i = 0; i < n; ++i) sql += i == 0 ? "?" : ", ?";
     return sql + ")";
+}
+
+std::int64_t next_version(std::int64_t current, std::int64_t clock_us) {
+    return std::max(current + 1, clock_us);
 }
 
 std::size_t in_batch_size(std::size_t n) {

@@ -119,9 +119,10 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
         }
         SqlParams params = mutate(*row);
         check_column_count(params.size(), spec.columns.size());
+        version = next_version(row->get<std::int64_t>(spec.version_column), row->get<std::int64_t>(kClockName));
+        params.push_back(version);
         params.push_back(id);
         tx.execute(sql.update, params);
-        version = row->get<std::int64_t>(spec.version_column) + 1;
         std::optional<std::string> entry;
         if (strategy->needs_entry()) entry = entry_of_written_row(tx, *this, id, sink, version);
         CoreWrite write(*this, WriteContext::Kind::Update, keys.value(id), version, std::move(entry));
@@ -135,12 +136,15 @@ std::int64_t RepositoryCore::State::insert(std::int64_t id, const SqlParams& col
     check_column_count(columns.size(), spec.columns.size());
     KeyLock lock(*this, id, KeyLock::Side::Exclusive);
     lock_for_write(lock, *this, id);
-    std::int64_t version = 1;
+    std::int64_t version = 0;
     {
         Transaction tx(db);
+        // C11: a re-inserted id continues above the versions of the row it replaces.
+        version = next_version(0, tx.query_one(sql.clock, {})->get<std::int64_t>(kClockName));
         SqlParams params;
-        params.reserve(columns.size() + 1);
+        params.reserve(columns.size() + 2);
         params.push_back(id);
+        params.push_back(version);
         params.insert(params.end(), columns.begin(), columns.end());
         tx.execute(sql.insert, params);
         std::optional<std::string> entry;
