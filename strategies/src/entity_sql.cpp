@@ -28,6 +28,8 @@ EntitySql::EntitySql(const TableSpec& spec) {
     std::string sets;
     std::string insert_columns = key + ", " + version;
     std::string insert_values = "?, ?";
+    std::string generated_columns = version;
+    std::string generated_values = "?";
     for (const auto& c : spec.columns) {
         if (c == spec.key_column || c == spec.version_column) {
             throw ConfigError("entity.columns", "'" + c + "' is the key or version column; list data columns only");
@@ -37,15 +39,31 @@ EntitySql::EntitySql(const TableSpec& spec) {
         sets += q + " = ?, ";
         insert_columns += ", " + q;
         insert_values += ", ?";
+        generated_columns += ", " + q;
+        generated_values += ", ?";
+    }
+    for (const auto& c : spec.read_only_columns) {
+        if (c == spec.key_column || c == spec.version_column) {
+            throw ConfigError("entity.read_only_columns", "'" + c + "' is the key or version column");
+        }
+        list += ", " + quoted(c, "entity.read_only_columns");
+    }
+    std::string fence_select;
+    if (!spec.fence_column.empty()) {
+        const std::string fence = quoted(spec.fence_column, "entity.fence_column");
+        fence_select = ", " + fence;
+        update_fenced = "UPDATE " + table + " SET " + sets + version + " = ?, " + fence + " = ? WHERE " + key + " = ?";
     }
     select_prefix_ = "SELECT " + list + " FROM " + table + " WHERE " + key + " ";
     select_one = select_prefix_ + "= ?";
-    lock_row = "SELECT " + list + ", " + kClockSql + " AS " + kClockColumn + " FROM " + table + " WHERE " + key +
+    lock_row = "SELECT " + list + fence_select + ", " + kClockSql + " AS " + kClockColumn + " FROM " + table + " WHERE " + key +
                " = ? FOR UPDATE";
     clock = std::string("SELECT ") + kClockSql + " AS " + kClockColumn;
     lock_version = "SELECT " + version + " FROM " + table + " WHERE " + key + " = ? FOR UPDATE";
     update = "UPDATE " + table + " SET " + sets + version + " = ? WHERE " + key + " = ?";
     insert = "INSERT INTO " + table + " (" + insert_columns + ") VALUES (" + insert_values + ")";
+    insert_generated = "INSERT INTO " + table + " (" + generated_columns + ") VALUES (" + generated_values + ")";
+    last_insert_id = "SELECT LAST_INSERT_ID() AS `id`";
     remove = "DELETE FROM " + table + " WHERE " + key + " = ?";
 }
 

@@ -18,7 +18,10 @@ struct EntitySql {
     std::string lock_version;  // version WHERE key = ? FOR UPDATE
     std::string clock;         // the database clock (kClockColumn)
     std::string update;        // SET columns = ?, version = ? WHERE key = ?
+    std::string update_fenced; // SET columns = ?, version = ?, fence = ? WHERE key = ? (fence column set)
     std::string insert;        // (key, version, columns) VALUES (?, ?, ?...)
+    std::string insert_generated;  // (version, columns) VALUES (?, ?...): the database picks the key
+    std::string last_insert_id;    // SELECT LAST_INSERT_ID() AS `id`
     std::string remove;        // DELETE WHERE key = ?
 
     // SELECT ... WHERE key IN (?, ..., ?) with `n` placeholders.

@@ -288,7 +288,7 @@ TEST_F(RepositoryTest, TwoEntitiesWithDifferentStrategiesLiveSideBySide) {
     accounts.from_row = [](const Row& r) {
         return Account{r.get<std::int64_t>("id"), r.get<std::string>("owner"), r.get<std::int64_t>("balance")};
     };
-    accounts.to_columns = [](const Account& a) { return SqlParams{a.owner, a.balance}; };
+    accounts.to_columns = [](const Account& a) { return ColumnValues{{"owner", a.owner}, {"balance", a.balance}}; };
     accounts.id_of = [](const Account& a) { return a.id; };
 
     auto products = repo(options(std::make_shared<WriteThrough>()));
@@ -364,7 +364,13 @@ TEST_F(RepositoryTest, BadOptionsAndEntitiesAreConfigErrors) {
 TEST_F(RepositoryTest, DbErrorsSurfaceTyped) {
     auto e = product_entity();
     e.table = "no_such_table";
+    EXPECT_THROW(CachedRepository<Product>(e, db(), redis(), options()), ConfigError) << "checked at construction";
+    // A table dropped after construction: the statements fail with the server's error.
+    const std::string table = "strategies_test_dropped_" + std::to_string(getpid());
+    db().execute("CREATE TABLE IF NOT EXISTS " + table + " LIKE products");
+    e.table = table;
     CachedRepository<Product> r(e, db(), redis(), options());
+    db().execute("DROP TABLE " + table);
     try {
         r.get(1);
         FAIL() << "expected DbError";

@@ -72,7 +72,9 @@ protected:
         ASSERT_TRUE(got);
         EXPECT_EQ(got->price, 777) << "the next repository write repairs the cache";
         auto entry = cached_entry(key_);
-        if (entry && entry->kind == CacheEntry::Kind::Value) EXPECT_EQ(entry->version, db_version(id_));
+        if (entry && entry->kind == CacheEntry::Kind::Value) {
+            EXPECT_EQ(entry->version, db_version(id_));
+        }
     }
 
     // Stops the calling reader after its database read, runs `race`, lets the reader backfill.
