@@ -40,7 +40,7 @@ inline Entity<Product> product_entity() {
         return Product{r.get<std::int64_t>("id"), r.get<std::string>("name"), r.get<std::int64_t>("price"),
                        r.get<int>("stock"), r.get<std::int64_t>("version")};
     };
-    e.to_columns = [](const Product& p) { return SqlParams{p.name, p.price, p.stock}; };
+    e.to_columns = [](const Product& p) { return ColumnValues{{"name", p.name}, {"price", p.price}, {"stock", p.stock}}; };
     e.id_of = [](const Product& p) { return p.id; };
     return e;
 }

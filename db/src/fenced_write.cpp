@@ -29,6 +29,7 @@ std::string select_fence_sql(const FencedUpdate& u) {
 
 std::string fenced_update_sql(const FencedUpdate& u) {
     if (u.assignments.empty()) throw ConfigError("assignments", "a fenced update must set something");
+    if (u.table.empty()) throw ConfigError("table", "a fenced update must name its table");
     const std::string fence = identifier(u.fence_column, "fence column");
     return "UPDATE " + identifier(u.table, "table") + " SET " + u.assignments + ", " + fence + " = ? WHERE " +
            identifier(u.key_column, "key column") + " = ? AND " + fence +

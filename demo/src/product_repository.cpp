@@ -1,5 +1,8 @@
 #include "product_repository.h"
 
+#include "delete_then_commit.h"
+#include "write_then_set.h"
+
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
 #include "lockstep/db/mysql_pool.h"
@@ -32,7 +35,7 @@ Entity<Product> product_entity() {
         p.version = r.get<std::int64_t>("version");
         return p;
     };
-    e.to_columns = [](const Product& p) { return SqlParams{p.name, p.price, p.stock}; };
+    e.to_columns = [](const Product& p) { return ColumnValues{{"name", p.name}, {"price", p.price}, {"stock", p.stock}}; };
     e.id_of = [](const Product& p) { return p.id; };
     return e;
 }

@@ -73,6 +73,7 @@ struct Actor {
     bool fenced_write(FenceToken token) const {
         FencedUpdate u;
         u.assignments = "stock = stock + 1";
+        u.table = "products";
         try {
             fenced_update(w.services.db(), product, token, u);
             return true;

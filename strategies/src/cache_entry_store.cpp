@@ -52,12 +52,18 @@ public:
                 if (cache_.get(f.key) != f.marker) return FillOutcome::Refused;
                 break;
             case FillMode::IfNewer: {
+                // The same rules as the fill_if_newer script (entry_scripts.cpp).
                 auto cur = cache_.get(f.key);
-                auto decoded = cur ? CacheEntry::decode(*cur) : std::nullopt;
-                if (is_canonical_value(decoded)) {
-                    if (!f.version) return FillOutcome::Refused;
-                    if (decoded->version == *f.version) return FillOutcome::Unchanged;
-                    if (decoded->version > *f.version) return FillOutcome::Refused;
+                if (!cur) return FillOutcome::Cleared;
+                auto decoded = CacheEntry::decode(*cur);
+                if (!is_canonical_value(decoded) || !f.version) {
+                    cache_.remove(f.key);
+                    return FillOutcome::Cleared;
+                }
+                if (decoded->version == *f.version) return FillOutcome::Unchanged;
+                if (decoded->version > *f.version) {
+                    cache_.remove(f.key);
+                    return FillOutcome::Refused;
                 }
                 break;
             }

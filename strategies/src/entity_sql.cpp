@@ -1,5 +1,7 @@
 #include "entity_sql.h"
 
+#include <algorithm>
+
 #include "lockstep/core/error.h"
 
 namespace lockstep::detail {
@@ -25,7 +27,9 @@ EntitySql::EntitySql(const TableSpec& spec) {
     std::string list = key + ", " + version;
     std::string sets;
     std::string insert_columns = key + ", " + version;
-    std::string insert_values = "?, 1";
+    std::string insert_values = "?, ?";
+    std::string generated_columns = version;
+    std::string generated_values = "?";
     for (const auto& c : spec.columns) {
         if (c == spec.key_column || c == spec.version_column) {
             throw ConfigError("entity.columns", "'" + c + "' is the key or version column; list data columns only");
@@ -35,13 +39,31 @@ EntitySql::EntitySql(const TableSpec& spec) {
         sets += q + " = ?, ";
         insert_columns += ", " + q;
         insert_values += ", ?";
+        generated_columns += ", " + q;
+        generated_values += ", ?";
+    }
+    for (const auto& c : spec.read_only_columns) {
+        if (c == spec.key_column || c == spec.version_column) {
+            throw ConfigError("entity.read_only_columns", "'" + c + "' is the key or version column");
+        }
+        list += ", " + quoted(c, "entity.read_only_columns");
+    }
+    std::string fence_select;
+    if (!spec.fence_column.empty()) {
+        const std::string fence = quoted(spec.fence_column, "entity.fence_column");
+        fence_select = ", " + fence;
+        update_fenced = "UPDATE " + table + " SET " + sets + version + " = ?, " + fence + " = ? WHERE " + key + " = ?";
     }
     select_prefix_ = "SELECT " + list + " FROM " + table + " WHERE " + key + " ";
     select_one = select_prefix_ + "= ?";
-    lock_row = select_one + " FOR UPDATE";
+    lock_row = "SELECT " + list + fence_select + ", " + kClockSql + " AS " + kClockColumn + " FROM " + table + " WHERE " + key +
+               " = ? FOR UPDATE";
+    clock = std::string("SELECT ") + kClockSql + " AS " + kClockColumn;
     lock_version = "SELECT " + version + " FROM " + table + " WHERE " + key + " = ? FOR UPDATE";
-    update = "UPDATE " + table + " SET " + sets + version + " = " + version + " + 1 WHERE " + key + " = ?";
+    update = "UPDATE " + table + " SET " + sets + version + " = ? WHERE " + key + " = ?";
     insert = "INSERT INTO " + table + " (" + insert_columns + ") VALUES (" + insert_values + ")";
+    insert_generated = "INSERT INTO " + table + " (" + generated_columns + ") VALUES (" + generated_values + ")";
+    last_insert_id = "SELECT LAST_INSERT_ID() AS `id`";
     remove = "DELETE FROM " + table + " WHERE " + key + " = ?";
 }
 
@@ -49,6 +71,10 @@ std::string EntitySql::select_in(std::size_t n) const {
     std::string sql = select_prefix_ + "IN (";
     for (std::size_t i = 0; i < n; ++i) sql += i == 0 ? "?" : ", ?";
     return sql + ")";
+}
+
+std::int64_t next_version(std::int64_t current, std::int64_t clock_us) {
+    return std::max(current + 1, clock_us);
 }
 
 std::size_t in_batch_size(std::size_t n) {

@@ -23,27 +23,38 @@ return {3, cur}
 
 const RedisScript& fill_if_newer() {
     static const RedisScript script(R"lua(
+-- A writer's set after COMMIT (WriteThrough). ARGV[2] is the version it committed: the newest
+-- version of the row at that moment. It may only REFRESH a value that is provably older; in
+-- every other case it clears the key so that the next reader loads from the database.
 -- Versions are canonical decimal strings (no leading zeros): longer is larger, then bytewise.
 local function newer(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
 end
 local cur = redis.call('GET', KEYS[1])
-if cur then
-  local cv = string.match(cur, '^v(%d+):')
-  if cv and (string.sub(cv, 1, 1) ~= '0' or cv == '0') then
-    -- A "not found" never replaces a value: the value may come from a newer insert (C7).
-    if ARGV[2] == '' then return 0 end
-    if cv == ARGV[2] then return 2 end
-    -- C1 (and C2 under WriteThrough): an older version never replaces a newer one.
-    if not newer(ARGV[2], cv) then return 0 end
-  end
-  -- Otherwise the key holds a "not found" (older than any value), a loader's marker (a
-  -- committed version is welcome; the loader's own fill is checked the same way), or bytes
-  -- that do not decode: replace it.
+if not cur then
+  -- B2: the key is empty (never cached, evicted, expired, deleted). Storing here could put an
+  -- old version back after a newer one was evicted; a reader fills it under its own marker.
+  return 3
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-return 1
+local cv = string.match(cur, '^v(%d+):')
+if cv and (string.sub(cv, 1, 1) ~= '0' or cv == '0') then
+  if cv == ARGV[2] then return 2 end
+  if newer(ARGV[2], cv) then
+    -- C1: an older value is replaced by the newer version.
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+    return 1
+  end
+  -- The key holds a higher version than this commit: a newer write's set landed first (C1), or
+  -- the versions went backwards (C11: a raw-SQL reset, a clock step). Either way the entry may
+  -- contradict the database: delete it, so a refused set never pins it beyond this write.
+  redis.call('DEL', KEYS[1])
+  return 0
+end
+-- A reader's marker (its load may predate this commit: destroy its lease, C2/C4), a "not
+-- found" (it may predate a remove that followed this write), or bytes that do not decode.
+redis.call('DEL', KEYS[1])
+return 3
 )lua");
     return script;
 }
@@ -51,7 +62,9 @@ return 1
 const RedisScript& fill_if_marker() {
     static const RedisScript script(R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  -- Our marker survived: no write deleted the key since our miss, so what we read is current.
+  -- Our marker survived: no write deleted or replaced it since our miss, so what we read is
+  -- the newest committed version (B2: an evicted newer entry took our marker with it, C11: a
+  -- remove + re-insert deleted it). Lease and WriteThrough backfill only this way.
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end

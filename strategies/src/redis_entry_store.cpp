@@ -22,6 +22,7 @@ FillOutcome to_outcome(long long code) {
         case 1: return FillOutcome::Stored;
         case 2: return FillOutcome::Unchanged;
         case 0: return FillOutcome::Refused;
+        case 3: return FillOutcome::Cleared;
         default: throw ProtocolError("fill script returned " + std::to_string(code));
     }
 }

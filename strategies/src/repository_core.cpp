@@ -66,6 +66,8 @@ RepositoryCore::State::State(TableSpec spec_in, MysqlPool& db_in, std::shared_pt
       opts(validated(std::move(options))),
       strategy(opts.strategy),
       keys(opts.key_prefix, spec.name),
+      key_space(opts.key_prefix, spec.name, spec.table),
+      table(check_entity_table(spec, db)),
       scheduler(scheduler_in) {
     if (!store) throw ConfigError("store", "missing");
     max_entry_lifetime = std::max({opts.ttl + opts.ttl_jitter, opts.negative_ttl, opts.marker_ttl});
@@ -316,12 +318,13 @@ std::vector<bool> RepositoryCore::get(const std::vector<std::int64_t>& ids, Valu
     return state_->get(ids, sink);
 }
 
-std::optional<std::int64_t> RepositoryCore::update(std::int64_t id, const std::function<SqlParams(const Row&)>& mutate,
-                                                   ValueSink& sink) {
-    return state_->update(id, mutate, sink);
+std::optional<std::int64_t> RepositoryCore::update(std::int64_t id,
+                                                   const std::function<ColumnValues(const Row&)>& mutate,
+                                                   ValueSink& sink, std::optional<FenceCheck> fence) {
+    return state_->update(id, mutate, sink, fence);
 }
 
-std::int64_t RepositoryCore::insert(std::int64_t id, const SqlParams& columns, ValueSink& sink) {
+std::int64_t RepositoryCore::insert(std::int64_t id, const ColumnValues& columns, ValueSink& sink) {
     return state_->insert(id, columns, sink);
 }
 

@@ -110,7 +110,8 @@ void RepositoryCore::State::count_fill(FillOutcome outcome) {
     switch (outcome) {
         case FillOutcome::Stored: bump(c.fills); break;
         case FillOutcome::Refused: bump(c.stale_sets_refused); break;
-        case FillOutcome::Unchanged: break;
+        case FillOutcome::Unchanged:
+        case FillOutcome::Cleared: break;
     }
 }
 

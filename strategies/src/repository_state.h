@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "entity_sql.h"
+#include "entity_table_check.h"
+#include "key_space_claim.h"
 #include "lockstep/core/error.h"
 #include "lockstep/strategies/cache_entry.h"
 #include "lockstep/strategies/repository_core.h"
@@ -53,6 +55,8 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     RepositoryOptions opts;
     std::shared_ptr<const WriteStrategy> strategy;
     EntityKeys keys;
+    KeySpaceClaim key_space;
+    TableFacts table;
     BackgroundScheduler& scheduler;
     // The longest an entry can live: after this, a delete that never landed is moot.
     std::chrono::milliseconds max_entry_lifetime{0};
@@ -93,9 +97,11 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     std::chrono::milliseconds negative_ttl() const;
 
     // ---- write path (repository_writes.cpp) ----
-    std::optional<std::int64_t> update(std::int64_t id, const std::function<SqlParams(const Row&)>& mutate,
-                                       ValueSink& sink);
-    std::int64_t insert(std::int64_t id, const SqlParams& columns, ValueSink& sink);
+    std::optional<std::int64_t> update(std::int64_t id, const std::function<ColumnValues(const Row&)>& mutate,
+                                       ValueSink& sink, std::optional<FenceCheck> fence);
+    std::int64_t insert(std::int64_t id, const ColumnValues& columns, ValueSink& sink);
+    // The values of `columns`, ordered as spec.columns; ConfigError naming every mismatch.
+    SqlParams ordered(const ColumnValues& columns) const;
     bool remove(std::int64_t id);
 
     // ---- deletes ----

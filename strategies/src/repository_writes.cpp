@@ -1,5 +1,12 @@
 // The write path of RepositoryCore: one transaction per write, the strategy's hooks around
 // COMMIT, the key's lock around all of it (lock modes Mutex and ReadWrite).
+//
+// Every write has the same shape, so a new step (an outbox row, C5) goes in one place:
+//   [lock] BEGIN -> the row step (SELECT ... FOR UPDATE + UPDATE, INSERT, or DELETE)
+//     -> re-read of the written row (what insert/update return, and WriteThrough caches)
+//     -> before_commit() -> COMMIT -> after_commit() -> [unlock]
+#include <map>
+
 #include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/db/transaction.h"
@@ -28,7 +35,12 @@ public:
 
 private:
     void set(FillMode mode) {
-        if (!entry_) throw ConfigError("strategy", "set the new value, but no entry was made (needs_entry() is false)");
+        if (!entry_) {
+            // The value could not be encoded (entry_of_written_row logged why): the committed
+            // write stands, the old entry must not; delete it instead.
+            delete_now();
+            return;
+        }
         Fill f;
         f.key = key_;
         f.entry = *entry_;
@@ -83,29 +95,56 @@ void commit(Transaction& tx, CoreWrite& write, const WriteStrategy& strategy) {
     strategy.after_commit(write);
 }
 
-void check_column_count(std::size_t given, std::size_t expected) {
-    if (given != expected) {
-        throw ConfigError("entity.to_columns", "returned " + std::to_string(given) + " values for " +
-                                                   std::to_string(expected) + " columns");
-    }
-}
-
-// The cache entry of a row just written in `tx`: the row is re-read so the cached bytes are
-// exactly what a reader would load (defaults, triggers, column types). Sets `version`.
-std::string entry_of_written_row(Transaction& tx, const RepositoryCore::State& state, std::int64_t id,
-                                 ValueSink& sink, std::int64_t& version) {
+// The row just written in `tx`, re-read and delivered to sink item 0: insert() and update()
+// return what the database stored (defaults, ON UPDATE, generated columns, triggers, type
+// conversions), whatever the strategy. When the strategy caches it (needs_entry), also its
+// cache entry; nullopt if the codec cannot encode it (the write must not fail for the cache).
+std::optional<std::string> reread_written_row(Transaction& tx, RepositoryCore::State& state, std::int64_t id,
+                                              ValueSink& sink, std::int64_t& version) {
     auto written = tx.query_one(state.sql.select_one, {id});
     if (!written) throw DbError("row " + std::to_string(id) + " vanished inside its own transaction", 0, "");
     version = written->get<std::int64_t>(state.spec.version_column);
     sink.from_db(0, version, *written);
-    return CacheEntry::encode_value(version, sink.encode(0));
+    if (!state.strategy->needs_entry()) return std::nullopt;
+    try {
+        return CacheEntry::encode_value(version, sink.encode(0));
+    } catch (const std::exception& e) {
+        bump(state.c.cache_errors);
+        logger()->error("repository '{}': cannot encode row {} for the cache, deleting its entry instead: {}",
+                        state.spec.name, id, e.what());
+        return std::nullopt;
+    }
 }
 
 }  // namespace
 
+SqlParams RepositoryCore::State::ordered(const ColumnValues& values) const {
+    std::map<std::string, const SqlValue*> by_name;
+    std::string problems;
+    auto problem = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+    for (const auto& [name, value] : values) {
+        if (!by_name.emplace(name, &value).second) problem("'" + name + "' given twice");
+    }
+    SqlParams out;
+    out.reserve(spec.columns.size());
+    for (const auto& column : spec.columns) {
+        auto it = by_name.find(column);
+        if (it == by_name.end()) {
+            problem("no value for '" + column + "'");
+            continue;
+        }
+        out.push_back(*it->second);
+        by_name.erase(it);
+    }
+    for (const auto& [name, value] : by_name) problem("'" + name + "' is not one of entity.columns");
+    if (!problems.empty()) throw ConfigError("entity.to_columns", "repository '" + spec.name + "': " + problems);
+    return out;
+}
+
 std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
-                                                          const std::function<SqlParams(const Row&)>& mutate,
-                                                          ValueSink& sink) {
+                                                          const std::function<ColumnValues(const Row&)>& mutate,
+                                                          ValueSink& sink, std::optional<FenceCheck> fence) {
+    if (fence && spec.fence_column.empty()) throw ConfigError("entity.fence_column", "a fenced update needs one");
     KeyLock lock(*this, id, KeyLock::Side::Exclusive);
     lock_for_write(lock, *this, id);
     std::int64_t version = 0;
@@ -117,13 +156,24 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
             lock.release();
             return std::nullopt;
         }
-        SqlParams params = mutate(*row);
-        check_column_count(params.size(), spec.columns.size());
+        if (fence) {
+            // L5, L8: a holder whose lock expired (paused, partitioned) and was taken over
+            // carries an older token than the one that wrote the row since. The row lock of the
+            // SELECT ... FOR UPDATE makes check and write one step.
+            const auto row_fence = row->get<std::int64_t>(spec.fence_column);
+            if (row_fence > fence->token) {
+                throw ConflictError("repository '" + spec.name + "': fenced update of " + std::to_string(id) +
+                                    " refused: fencing token " + std::to_string(fence->token) +
+                                    " is stale, the row was written under token " + std::to_string(row_fence));
+            }
+        }
+        SqlParams params = ordered(mutate(*row));
+        version = next_version(row->get<std::int64_t>(spec.version_column), row->get<std::int64_t>(kClockName));
+        params.push_back(version);
+        if (fence) params.push_back(fence->token);
         params.push_back(id);
-        tx.execute(sql.update, params);
-        version = row->get<std::int64_t>(spec.version_column) + 1;
-        std::optional<std::string> entry;
-        if (strategy->needs_entry()) entry = entry_of_written_row(tx, *this, id, sink, version);
+        tx.execute(fence ? sql.update_fenced : sql.update, params);
+        auto entry = reread_written_row(tx, *this, id, sink, version);
         CoreWrite write(*this, WriteContext::Kind::Update, keys.value(id), version, std::move(entry));
         commit(tx, write, *strategy);
     }
@@ -131,25 +181,46 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
     return version;
 }
 
-std::int64_t RepositoryCore::State::insert(std::int64_t id, const SqlParams& columns, ValueSink& sink) {
-    check_column_count(columns.size(), spec.columns.size());
+std::int64_t RepositoryCore::State::insert(std::int64_t id, const ColumnValues& columns, ValueSink& sink) {
+    SqlParams values = ordered(columns);
+    const bool generated = id == 0 && table.generated_key;
+    if (generated) {
+        // The id is not known before the INSERT, so there is no key to lock: nothing can have
+        // cached a row that does not exist yet, but a "not found" for the id the database will
+        // choose might be; the strategy's step after COMMIT handles it as for any insert.
+        std::int64_t version = 0;
+        Transaction tx(db);
+        version = next_version(0, tx.query_one(sql.clock, {})->get<std::int64_t>(kClockName));
+        SqlParams params;
+        params.reserve(values.size() + 1);
+        params.push_back(version);
+        params.insert(params.end(), values.begin(), values.end());
+        tx.execute(sql.insert_generated, params);
+        id = tx.query_one(sql.last_insert_id, {})->get<std::int64_t>("id");
+        auto entry = reread_written_row(tx, *this, id, sink, version);
+        CoreWrite write(*this, WriteContext::Kind::Insert, keys.value(id), version, std::move(entry));
+        commit(tx, write, *strategy);
+        return id;
+    }
     KeyLock lock(*this, id, KeyLock::Side::Exclusive);
     lock_for_write(lock, *this, id);
-    std::int64_t version = 1;
     {
+        std::int64_t version = 0;
         Transaction tx(db);
+        // C11: a re-inserted id continues above the versions of the row it replaces.
+        version = next_version(0, tx.query_one(sql.clock, {})->get<std::int64_t>(kClockName));
         SqlParams params;
-        params.reserve(columns.size() + 1);
+        params.reserve(values.size() + 2);
         params.push_back(id);
-        params.insert(params.end(), columns.begin(), columns.end());
+        params.push_back(version);
+        params.insert(params.end(), values.begin(), values.end());
         tx.execute(sql.insert, params);
-        std::optional<std::string> entry;
-        if (strategy->needs_entry()) entry = entry_of_written_row(tx, *this, id, sink, version);
+        auto entry = reread_written_row(tx, *this, id, sink, version);
         CoreWrite write(*this, WriteContext::Kind::Insert, keys.value(id), version, std::move(entry));
         commit(tx, write, *strategy);
     }
     lock.release();
-    return version;
+    return id;
 }
 
 bool RepositoryCore::State::remove(std::int64_t id) {

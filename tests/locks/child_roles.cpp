@@ -147,7 +147,7 @@ int hold_role() {
             in >> id >> value;
             try {
                 MysqlPool pool(parse_mysql_url(env("LOCKSTEP_LOCKS_MYSQL")));
-                bool applied = fenced_update(pool, id, token, {.assignments = "name = ?", .params = {value}});
+                bool applied = fenced_update(pool, id, token, {.assignments = "name = ?", .params = {value}, .table = "products"});
                 say(applied ? "WRITE OK" : "WRITE MISSING");
             } catch (const ConflictError& e) {
                 say(std::string("WRITE REFUSED ") + e.what());

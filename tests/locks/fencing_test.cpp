@@ -152,10 +152,10 @@ protected:
 std::unique_ptr<MysqlPool> FencedWriteTest::pool_;
 
 TEST_F(FencedWriteTest, NewerTokenWritesStaleTokenIsRefusedWithConflict) {
-    EXPECT_TRUE(fenced_update(*pool_, id_, 200, {.assignments = "name = ?", .params = {"newer"}}));
+    EXPECT_TRUE(fenced_update(*pool_, id_, 200, {.assignments = "name = ?", .params = {"newer"}, .table = "products"}));
     EXPECT_EQ(fence_of(), 200);
     try {
-        fenced_update(*pool_, id_, 100, {.assignments = "name = ?", .params = {"stale"}});
+        fenced_update(*pool_, id_, 100, {.assignments = "name = ?", .params = {"stale"}, .table = "products"});
         FAIL() << "a stale token wrote";
     } catch (const ConflictError& e) {
         EXPECT_EQ(e.recovery(), Recovery::RetryTransaction);
@@ -166,25 +166,25 @@ TEST_F(FencedWriteTest, NewerTokenWritesStaleTokenIsRefusedWithConflict) {
 }
 
 TEST_F(FencedWriteTest, SameTokenRewriteFollowsTheRule) {
-    EXPECT_TRUE(fenced_update(*pool_, id_, 300, {.assignments = "stock = stock - ?", .params = {1}}));
+    EXPECT_TRUE(fenced_update(*pool_, id_, 300, {.assignments = "stock = stock - ?", .params = {1}, .table = "products"}));
     // Strict (default): a token writes once; a repeated write is refused (it already applied).
-    EXPECT_THROW(fenced_update(*pool_, id_, 300, {.assignments = "stock = stock - ?", .params = {1}}),
+    EXPECT_THROW(fenced_update(*pool_, id_, 300, {.assignments = "stock = stock - ?", .params = {1}, .table = "products"}),
                  ConflictError);
     // NewerOrSame: the newest holder may write again; older tokens are still refused.
-    FencedUpdate again{.assignments = "stock = stock - ?", .params = {1}, .rule = FenceRule::NewerOrSame};
+    FencedUpdate again{.assignments = "stock = stock - ?", .params = {1}, .table = "products", .rule = FenceRule::NewerOrSame};
     EXPECT_TRUE(fenced_update(*pool_, id_, 300, again));
     EXPECT_THROW(fenced_update(*pool_, id_, 299, again), ConflictError);
     EXPECT_EQ(pool_->query_one("SELECT stock FROM products WHERE id = ?", {id_})->get<int>("stock"), 8);
 }
 
 TEST_F(FencedWriteTest, MissingRowIsNotAConflict) {
-    EXPECT_FALSE(fenced_update(*pool_, id_ + 1, 5, {.assignments = "name = ?", .params = {"x"}}));
+    EXPECT_FALSE(fenced_update(*pool_, id_ + 1, 5, {.assignments = "name = ?", .params = {"x"}, .table = "products"}));
 }
 
 TEST_F(FencedWriteTest, InsideATransaction) {
     {
         Transaction tx(*pool_);
-        EXPECT_TRUE(fenced_update(tx, id_, 10, {.assignments = "name = ?", .params = {"tx"}}));
+        EXPECT_TRUE(fenced_update(tx, id_, 10, {.assignments = "name = ?", .params = {"tx"}, .table = "products"}));
         tx.commit();
     }
     EXPECT_EQ(name_of(), "tx");
@@ -209,7 +209,7 @@ TEST_F(FencedWriteTest, L5_PausedHolderPastItsLeaseIsFencedOut) {
     ASSERT_TRUE(m.try_lock_for(5s));  // after the frozen holder's lease ran out
     const FenceToken fresh = m.fence_token();
     EXPECT_GT(fresh, stale);
-    EXPECT_TRUE(fenced_update(*pool_, id_, fresh, {.assignments = "name = ?", .params = {"newer-holder"}}));
+    EXPECT_TRUE(fenced_update(*pool_, id_, fresh, {.assignments = "name = ?", .params = {"newer-holder"}, .table = "products"}));
 
     child.signal(SIGCONT);
     child.send("WRITE " + std::to_string(id_) + " stale-holder");

@@ -91,8 +91,7 @@ void exercise(CachedRepository<Product>& repo, std::int64_t existing, std::int64
 }
 
 const char* const kAllStrategies[] = {"WriteThenDelete", "DelayedDoubleDelete:20", "TtlBounding:5000",
-                                      "WriteThrough",    "Lease",                  "DeleteThenCommit",
-                                      "WriteThenSet"};
+                                      "WriteThrough", "Lease"};
 
 TEST(ClusterSafetyTest, EveryCacheCallTouchesOnlyKeysOfOneIdsHashTag) {
     ProductCleanup cleanup;

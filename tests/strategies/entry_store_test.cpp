@@ -38,6 +38,15 @@ protected:
         return f;
     }
 
+    // Puts `version` in the key unconditionally (what a reader's fill over its marker does).
+    void put(std::int64_t version, std::string payload = "p") {
+        Fill f;
+        f.key = key_;
+        f.entry = CacheEntry::encode_value(version, payload);
+        f.ttl = 10s;
+        store_->fill(f);
+    }
+
     std::unique_ptr<Cache> memory_;
     std::shared_ptr<EntryStore> store_;
     std::string key_;
@@ -49,7 +58,7 @@ TEST_P(EntryStoreTest, ClaimTakesAnEmptyKeyOnly) {
     EXPECT_EQ(store_->get(key_), "L:a");
     EXPECT_EQ(store_->claim(key_, "L:b", 5s).result, Claim::Result::Busy);
     store_->remove({key_});
-    store_->fill(if_newer(3));
+    put(3);
     auto present = store_->claim(key_, "L:c", 5s);
     EXPECT_EQ(present.result, Claim::Result::Present);
     EXPECT_EQ(present.entry, CacheEntry::encode_value(3, "p"));
@@ -77,34 +86,47 @@ TEST_P(EntryStoreTest, FillIfMarkerLandsOnlyOverTheCallersOwnMarker) {
     EXPECT_FALSE(store_->get(key_));
 }
 
-TEST_P(EntryStoreTest, FillIfNewerNeverReplacesANewerVersion) {
-    EXPECT_EQ(store_->fill(if_newer(5, "five")), FillOutcome::Stored);
-    EXPECT_EQ(store_->fill(if_newer(4, "four")), FillOutcome::Refused);  // C1
+TEST_P(EntryStoreTest, FillIfNewerRefreshesOnlyAnOlderValue) {
+    EXPECT_EQ(store_->fill(if_newer(5, "five")), FillOutcome::Cleared) << "B2: never on an empty key";
+    EXPECT_FALSE(store_->get(key_));
+    put(5, "five");
     EXPECT_EQ(store_->fill(if_newer(5, "five")), FillOutcome::Unchanged);
     EXPECT_EQ(store_->fill(if_newer(10, "ten")), FillOutcome::Stored);  // 10 > 5 although "10" < "5" as text
     EXPECT_EQ(store_->get(key_), CacheEntry::encode_value(10, "ten"));
-    EXPECT_EQ(store_->fill(if_newer(9, "nine")), FillOutcome::Refused);
-    EXPECT_EQ(store_->fill(if_newer(std::nullopt)), FillOutcome::Refused) << "not-found never replaces a value";
+    EXPECT_EQ(store_->fill(if_newer(11, "eleven")), FillOutcome::Stored);
+    EXPECT_EQ(store_->get(key_), CacheEntry::encode_value(11, "eleven"));
 }
 
-TEST_P(EntryStoreTest, FillIfNewerReplacesNotFoundMarkersAndGarbage) {
-    EXPECT_EQ(store_->fill(if_newer(std::nullopt)), FillOutcome::Stored);
-    EXPECT_EQ(store_->fill(if_newer(std::nullopt)), FillOutcome::Stored) << "a not-found refreshes a not-found";
-    EXPECT_EQ(store_->fill(if_newer(1)), FillOutcome::Stored);
-    store_->remove({key_});
+TEST_P(EntryStoreTest, FillIfNewerDeletesAHigherVersionInsteadOfPinningIt) {
+    // C1 (a newer write landed first) or C11 (versions went backwards): either way the set is
+    // refused AND the entry goes, so an entry the database contradicts never outlives a write.
+    put(10, "ten");
+    EXPECT_EQ(store_->fill(if_newer(9, "nine")), FillOutcome::Refused);
+    EXPECT_FALSE(store_->get(key_));
+}
+
+TEST_P(EntryStoreTest, FillIfNewerClearsNotFoundMarkersAndGarbage) {
+    Fill not_found;
+    not_found.key = key_;
+    not_found.entry = CacheEntry::encode_not_found();
+    not_found.ttl = 10s;
+    store_->fill(not_found);
+    EXPECT_EQ(store_->fill(if_newer(1)), FillOutcome::Cleared);
+    EXPECT_FALSE(store_->get(key_));
     store_->claim(key_, "L:loader", 5s);
-    EXPECT_EQ(store_->fill(if_newer(2)), FillOutcome::Stored);
-    store_->remove({key_});
+    EXPECT_EQ(store_->fill(if_newer(2)), FillOutcome::Cleared) << "a reader's lease is destroyed (C2)";
+    EXPECT_FALSE(store_->get(key_));
     Fill garbage;
     garbage.key = key_;
     garbage.entry = "v01:not canonical";
     garbage.ttl = 10s;
     store_->fill(garbage);
-    EXPECT_EQ(store_->fill(if_newer(1)), FillOutcome::Stored);
+    EXPECT_EQ(store_->fill(if_newer(1)), FillOutcome::Cleared);
+    EXPECT_FALSE(store_->get(key_));
 }
 
 TEST_P(EntryStoreTest, RemoveIfEqualsComparesFirst) {
-    store_->fill(if_newer(1, "a"));
+    put(1, "a");
     EXPECT_FALSE(store_->remove_if_equals(key_, "something else"));
     EXPECT_TRUE(store_->get(key_));
     EXPECT_TRUE(store_->remove_if_equals(key_, CacheEntry::encode_value(1, "a")));
@@ -129,12 +151,12 @@ TEST_P(EntryStoreTest, BatchFormsMatchTheSingleOnes) {
     Fill c = if_newer(1);
     c.key = unique_key_prefix() + "{product:3}";
     auto outcomes = store_->fill_many({a, b, c});
-    EXPECT_EQ(outcomes, (std::vector<FillOutcome>{FillOutcome::Stored, FillOutcome::Refused, FillOutcome::Stored}));
+    EXPECT_EQ(outcomes, (std::vector<FillOutcome>{FillOutcome::Stored, FillOutcome::Refused, FillOutcome::Cleared}));
     auto got = store_->get_many({key_, other, c.key, "absent"});
     ASSERT_EQ(got.size(), 4u);
     EXPECT_EQ(got[0], CacheEntry::encode_value(1, "a"));
     EXPECT_EQ(got[1], "L:2");
-    EXPECT_TRUE(got[2]);
+    EXPECT_FALSE(got[2]) << "a writer's set never lands on an empty key (B2)";
     EXPECT_FALSE(got[3]);
     store_->remove({other, c.key});
     EXPECT_FALSE(store_->get(other));
@@ -166,8 +188,6 @@ TEST(RedisEntryStoreTest, FillsCarryTheirTtl) {
     f.key = key;
     f.entry = CacheEntry::encode_value(1, "a");
     f.ttl = 7000ms;
-    f.mode = FillMode::IfNewer;
-    f.version = 1;
     store->fill(f);
     auto ttl = cached_ttl(key);
     ASSERT_TRUE(ttl);

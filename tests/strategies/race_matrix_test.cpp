@@ -60,8 +60,8 @@ const StrategyCase kStrategies[] = {
     {"TtlBounding3s", "TtlBounding:3000", "FBFB"},
     {"WriteThrough", "WriteThrough", "FFFF"},
     {"Lease", "Lease", "FFFF"},
-    {"DeleteThenCommit", "DeleteThenCommit", "FSSS"},
-    {"WriteThenSet", "WriteThenSet", "SSFS"},
+    // The broken-on-purpose DeleteThenCommit and WriteThenSet live in demo/ (not in the library);
+    // the demo's stale-cache scenario shows their rows.
 };
 
 enum class Race { C1, C2, C3, C4 };
@@ -225,7 +225,7 @@ TEST_P(RaceMatrix, C1_TwoWritersSetTheCacheInTheWrongOrder) {
     gate.open();
     first.join();
     second.join();
-    ASSERT_EQ(db_version(id_), 3);
+    ASSERT_EQ(db_price(id_), 300) << "writer 2 committed last";
     expect_outcome(Race::C1, expected(Race::C1, strategy(), mode()));
 }
 

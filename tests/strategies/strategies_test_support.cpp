@@ -36,8 +36,9 @@ Entity<Product> product_entity() {
         return Product{r.get<std::int64_t>("id"), r.get<std::string>("name"), r.get<std::int64_t>("price"),
                        r.get<int>("stock")};
     };
-    e.to_columns = [](const Product& p) { return SqlParams{p.name, p.price, p.stock}; };
+    e.to_columns = [](const Product& p) { return ColumnValues{{"name", p.name}, {"price", p.price}, {"stock", p.stock}}; };
     e.id_of = [](const Product& p) { return p.id; };
+    e.fence_column = "fence";
     return e;
 }
 
@@ -148,8 +149,6 @@ std::shared_ptr<const WriteStrategy> strategy_named(const std::string& name) {
     if (base == "TtlBounding") return std::make_shared<TtlBounding>(ms());
     if (base == "WriteThrough") return std::make_shared<WriteThrough>();
     if (base == "Lease") return std::make_shared<Lease>();
-    if (base == "DeleteThenCommit") return std::make_shared<DeleteThenCommit>();
-    if (base == "WriteThenSet") return std::make_shared<WriteThenSet>();
     throw std::invalid_argument("unknown strategy " + name);
 }
 

@@ -120,7 +120,7 @@ ActorState wait_done_or_blocked(const Actor& actor, const std::function<std::uin
 fault::Arming arm_for_this_thread(std::string_view point, const fault::Gate& gate);
 
 // "WriteThenDelete", "DelayedDoubleDelete:<ms>", "TtlBounding:<ms>", "WriteThrough", "Lease",
-// "DeleteThenCommit", "WriteThenSet" -> the strategy (for parameters and child processes).
+// -> the strategy (for parameters and child processes).
 std::shared_ptr<const WriteStrategy> strategy_named(const std::string& name);
 LockMode lock_mode_named(const std::string& name);
 

@@ -7,13 +7,15 @@
 //   std::scoped_lock hold(m);
 //   lockstep::Transaction tx(pool);
 //   lockstep::fenced_update(tx, 42, m.fence_token(),
-//                           {.assignments = "stock = stock - ?", .params = {1}});
+//                           {.assignments = "stock = stock - ?", .params = {1}, .table = "products"});
 //   tx.commit();
 //
 // runs  UPDATE products SET stock = stock - ?, fence = ? WHERE id = ? AND fence < ?
 //
 // and throws ConflictError (recovery RetryTransaction) when the row's fence is not older than the
-// token. The row's `fence` column must hold a BIGINT, 0 for a row never fenced (schema.h).
+// token. It writes only what `assignments` says: no version bump, no cache step. For a row a
+// CachedRepository caches, use CachedRepository::update_fenced instead, which does both in the
+// same transaction. The row's `fence` column must hold a BIGINT, 0 for a row never fenced (schema.h).
 //
 // FenceRule: the default, StrictlyNewer (`fence < token`), lets each token write a row once, so
 // a write repeated by the same holder (a retry after a lost reply) is refused too and tells that
@@ -46,7 +48,8 @@ struct FencedUpdate {
     std::string assignments;
     // Values for the '?' in `assignments`, in order.
     SqlParams params;
-    std::string table = "products";
+    // The table: required (no default; ConfigError when empty).
+    std::string table;
     std::string key_column = "id";
     std::string fence_column = "fence";
     FenceRule rule = FenceRule::StrictlyNewer;

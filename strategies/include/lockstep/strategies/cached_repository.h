@@ -15,13 +15,15 @@
 // reader per key loads at a time across processes (stampede guard, C6). If the cache fails,
 // reads are served from the database (logged, counted) and never fail because of it.
 //
-// Writes: one transaction each (SELECT ... FOR UPDATE, your function, UPDATE ... version =
-// version + 1), then the strategy's cache step after COMMIT. If the cache fails the write still
-// commits; its deletes are queued and retried in the background until they land.
+// Writes: one transaction each (SELECT ... FOR UPDATE, your function, UPDATE ... with the next
+// version, the written row re-read), then the strategy's cache step after COMMIT. If the cache
+// fails the write still commits; its deletes are queued and retried in the background until
+// they land. insert() and update() return what the database stored (DB-managed columns
+// included), whatever the strategy.
 //
 // Errors: database errors surface as DbError (recovery() says whether to retry the transaction);
 // a lock that cannot be had within lock_wait fails a write with TimeoutError; a bad entity or
-// option is a ConfigError at construction. A cached entry that does not decode is a miss.
+// option, or an entity that does not match the live table, is a ConfigError at construction. A cached entry that does not decode is a miss.
 //
 // Thread safety: every member may be called from any thread. Two repositories (two entities,
 // or two strategies) live side by side in one process.
@@ -59,7 +61,7 @@ public:
     CachedRepository(Entity<T> entity, MysqlPool& db, std::shared_ptr<EntryStore> store, RepositoryOptions options = {})
         : entity_(checked(std::move(entity))),
           core_(detail::TableSpec{entity_.name, entity_.table, entity_.key_column, entity_.version_column,
-                                  entity_.columns},
+                                  entity_.columns, entity_.read_only_columns, entity_.fence_column},
                 db, std::move(store), std::move(options)) {}
 
     std::optional<T> get(std::int64_t id) {
@@ -88,34 +90,36 @@ public:
         return out;
     }
 
-    // Inserts `value` with version 1. Throws DbError (code 1062) when its id exists.
-    void insert(const T& value) {
+    // Inserts `value`; returns what the database stored (the id it chose when the key column
+    // is AUTO_INCREMENT and id_of(value) is 0, DB-managed columns). Throws DbError (code 1062)
+    // when its id exists.
+    T insert(const T& value) {
         Sink sink(*this, 1);
-        sink.values[0] = Versioned<T>{value, 1};
         core_.insert(entity_.id_of(value), entity_.to_columns(value), sink);
+        return std::move(sink.values[0]->value);
     }
 
     // Read-modify-write in one transaction: the row is locked (SELECT ... FOR UPDATE), `fn`
-    // changes the value, the row is written with version + 1, then the strategy's cache step
-    // runs. Returns the written value, or nullopt when there is no row. An exception from `fn`
-    // rolls back and propagates. `fn` must not change the id (ConfigError).
+    // changes the value, the row is written with the next version, then the strategy's cache
+    // step runs. Returns the value as stored, or nullopt when there is no row. An exception
+    // from `fn` rolls back and propagates. `fn` must not change the id (ConfigError).
     template <class Fn>
         requires std::is_invocable_v<Fn&, T&>
     std::optional<T> update(std::int64_t id, Fn&& fn) {
-        Sink sink(*this, 1);
-        auto version = core_.update(
-            id,
-            [&](const Row& row) {
-                T value = entity_.from_row(row);
-                fn(value);
-                if (entity_.id_of(value) != id) throw ConfigError("update", "the function changed the id");
-                SqlParams columns = entity_.to_columns(value);
-                sink.values[0] = Versioned<T>{std::move(value), 0};
-                return columns;
-            },
-            sink);
-        if (!version) return std::nullopt;
-        return std::move(sink.values[0]->value);
+        return update_impl(id, fn, std::nullopt);
+    }
+
+    // update() guarded by a fencing token (from any lock: RedisMutex::fence_token(), ...), in
+    // the same one transaction: the row's fence column is checked, a token older than the one
+    // that last wrote the row is refused with ConflictError (nothing written; RACES L5, L8),
+    // otherwise the row gets the next version and `token` as its fence, and the strategy's
+    // cache step runs. The same token may write again (one holder, several writes). Needs
+    // Entity::fence_column (ConfigError otherwise).
+    template <class Fn>
+        requires std::is_invocable_v<Fn&, T&>
+    std::optional<T> update_fenced(std::int64_t id, std::int64_t token, Fn&& fn) {
+        if (entity_.fence_column.empty()) throw ConfigError("entity.fence_column", "update_fenced needs a fence column");
+        return update_impl(id, fn, detail::FenceCheck{token});
     }
 
     // Deletes the row. False when there was none.
@@ -131,6 +135,22 @@ public:
     EntryStore& store() const noexcept { return core_.store(); }
 
 private:
+    template <class Fn>
+    std::optional<T> update_impl(std::int64_t id, Fn& fn, std::optional<detail::FenceCheck> fence) {
+        Sink sink(*this, 1);
+        auto version = core_.update(
+            id,
+            [&](const Row& row) {
+                T value = entity_.from_row(row);
+                fn(value);
+                if (entity_.id_of(value) != id) throw ConfigError("update", "the function changed the id");
+                return entity_.to_columns(value);
+            },
+            sink, fence);
+        if (!version) return std::nullopt;
+        return std::move(sink.values[0]->value);
+    }
+
     struct Sink final : detail::ValueSink {
         Sink(const CachedRepository& repo, std::size_t n) : repo(repo), values(n) {}
         void from_cache(std::size_t i, std::int64_t version, std::string_view payload) override {

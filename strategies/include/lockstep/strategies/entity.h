@@ -11,16 +11,22 @@
 //           return Product{r.get<std::int64_t>("id"), r.get<std::string>("name"),
 //                          r.get<std::int64_t>("price"), r.get<int>("stock")};
 //       },
-//       .to_columns = [](const Product& p) { return lockstep::SqlParams{p.name, p.price, p.stock}; },
+//       .to_columns = [](const Product& p) {
+//           return lockstep::ColumnValues{{"name", p.name}, {"price", p.price}, {"stock", p.stock}};
+//       },
 //       .id_of = [](const Product& p) { return p.id; },
 //   };
 //
-// The table must have a BIGINT key column and a BIGINT version column. The repository writes
-// version = 1 on insert and version = version + 1 on every update; every cache entry carries
-// the version of the row it was made from (cache_entry.h). That one fact is what lets
-// WriteThrough and Lease refuse stale sets.
+// The table contract (docs/tables.md): a BIGINT NOT NULL key column and a BIGINT NOT NULL
+// version column (and, for update_fenced, a BIGINT NOT NULL fence column). The repository writes
+// version = max(version + 1, database clock in µs), so versions never go backwards for a key,
+// also across a delete and re-insert (C11); every cache entry carries the version of the row it
+// was made from (cache_entry.h). That is what lets WriteThrough and Lease refuse stale sets.
+// The entity is checked against the live table when the repository is constructed: every
+// problem is named in one ConfigError.
 //
-// Ids are 64-bit integers.
+// Ids are 64-bit integers. With an AUTO_INCREMENT key column, insert() of a value whose id is
+// 0 lets the database choose the id and returns the stored value carrying it.
 //
 // Thread safety: a plain value; the functions must be safe to call from many threads.
 #pragma once
@@ -29,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/db/row.h"
@@ -36,6 +43,9 @@
 #include "lockstep/strategies/codec.h"
 
 namespace lockstep {
+
+// Column values by name: {{"name", p.name}, {"price", p.price}}.
+using ColumnValues = std::vector<std::pair<std::string, SqlValue>>;
 
 template <class T>
 struct Entity {
@@ -46,13 +56,22 @@ struct Entity {
     std::string table;
     std::string key_column = "id";
     std::string version_column = "version";
-    // The columns `to_columns` returns values for, in that order. Not the key or version.
+    // The columns the repository writes (insert, update) and reads. Not the key or version.
     // Columns of the table that are not listed keep their defaults on insert and are not read.
     std::vector<std::string> columns;
-    // Builds a T from a row holding the key, the version and `columns`.
+    // Columns the database manages (DEFAULT, ON UPDATE CURRENT_TIMESTAMP, GENERATED, triggers):
+    // read and cached, never written. insert() and update() re-read the written row, so the
+    // value they return holds what the database stored, for every strategy.
+    std::vector<std::string> read_only_columns;
+    // Optional: the BIGINT NOT NULL column holding the newest fencing token that wrote the row,
+    // for update_fenced() (L5, L8). Neither written nor read by the other operations.
+    std::string fence_column;
+    // Builds a T from a row holding the key, the version, `columns` and `read_only_columns`.
     std::function<T(const Row&)> from_row;
-    // The values of `columns` for `value`, in order.
-    std::function<SqlParams(const T&)> to_columns;
+    // The values of `columns` for `value`, BY NAME, in any order. A name that is not in
+    // `columns`, a missing one or a duplicate is a ConfigError at the write: two values can
+    // never land in each other's columns silently.
+    std::function<ColumnValues(const T&)> to_columns;
     // The key of `value`.
     std::function<std::int64_t(const T&)> id_of;
     // T <-> payload bytes. Null: JsonCodec<T> (a ConfigError if T has no to_json/from_json).

@@ -28,11 +28,15 @@ class RedisClient;
 enum class FillMode {
     // SET: overwrites whatever is there (markers included).
     Always,
-    // Only if the key holds no value or an older one (C1): a not-found entry never replaces a
-    // value; a marker counts as empty.
+    // A writer's set after COMMIT, `version` being the version it committed. Replaces only a
+    // value with an older version (C1). Same version: unchanged. Anything else is deleted: a
+    // higher version (a newer write landed first, or versions went backwards, C11), a marker (a
+    // reader's load may predate the commit), a not-found, garbage. An empty key stays empty
+    // (B2: the newer entry may have been evicted; only a reader's marker proves freshness).
     IfNewer,
-    // Only if the key still holds the caller's own marker (Lease: no write happened since the
-    // miss, C2/C4).
+    // Only if the key still holds the caller's own marker: no write and no eviction touched
+    // the key since the caller's miss, so its load is the newest committed version (C2, C4,
+    // B2, C11). How every versioned strategy (Lease, WriteThrough) backfills.
     IfMarker,
 };
 
@@ -43,6 +47,9 @@ enum class FillOutcome {
     Refused,
     // IfNewer with the same version already cached: nothing to do.
     Unchanged,
+    // IfNewer found no older value to refresh: the key is now empty (it was, or what it held
+    // was deleted); the next reader loads and fills it.
+    Cleared,
 };
 
 struct Fill {

@@ -35,6 +35,16 @@ struct TableSpec {
     std::string key_column;
     std::string version_column;
     std::vector<std::string> columns;
+    std::vector<std::string> read_only_columns;
+    std::string fence_column;
+};
+
+// Column values by name (entity.h).
+using ColumnValues = std::vector<std::pair<std::string, SqlValue>>;
+
+// A fencing token a write must pass: refused (ConflictError) when the row's fence is newer.
+struct FenceCheck {
+    std::int64_t token = 0;
 };
 
 // Where the core delivers the values of one call, item by item (item = position of an id).
@@ -62,13 +72,17 @@ public:
     // it was found.
     std::vector<bool> get(const std::vector<std::int64_t>& ids, ValueSink& sink);
 
-    // SELECT ... FOR UPDATE, `mutate` (locked row -> new column values), UPDATE ... version+1,
-    // strategy hooks. Returns the new version, or nullopt when there is no row. When the
-    // strategy needs the new entry, the written row is re-read and delivered to sink item 0.
-    std::optional<std::int64_t> update(std::int64_t id, const std::function<SqlParams(const Row&)>& mutate,
-                                       ValueSink& sink);
-    // INSERT with version 1. Throws DbError 1062 when the id exists.
-    std::int64_t insert(std::int64_t id, const SqlParams& columns, ValueSink& sink);
+    // SELECT ... FOR UPDATE, `mutate` (locked row -> new column values), UPDATE with the next
+    // version (and the fence, when `fence` is given: refused with ConflictError if the row's
+    // fence is newer than the token), strategy hooks, all in one transaction. Returns the new
+    // version, or nullopt when there is no row. The written row is re-read inside the
+    // transaction and delivered to sink item 0.
+    std::optional<std::int64_t> update(std::int64_t id, const std::function<ColumnValues(const Row&)>& mutate,
+                                       ValueSink& sink, std::optional<FenceCheck> fence = std::nullopt);
+    // INSERT at the current version clock; with id 0 on an AUTO_INCREMENT key the database
+    // chooses the id. The written row is re-read and delivered to sink item 0. Returns the id.
+    // Throws DbError 1062 when the id exists.
+    std::int64_t insert(std::int64_t id, const ColumnValues& columns, ValueSink& sink);
     // DELETE. False when there was no row.
     bool remove(std::int64_t id);
 

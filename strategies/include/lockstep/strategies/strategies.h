@@ -8,7 +8,6 @@
 #include "lockstep/strategies/cached_repository.h"
 #include "lockstep/strategies/codec.h"
 #include "lockstep/strategies/delayed_double_delete.h"
-#include "lockstep/strategies/delete_then_commit.h"
 #include "lockstep/strategies/entity.h"
 #include "lockstep/strategies/entity_keys.h"
 #include "lockstep/strategies/entry_store.h"
@@ -20,5 +19,4 @@
 #include "lockstep/strategies/ttl_bounding.h"
 #include "lockstep/strategies/write_strategy.h"
 #include "lockstep/strategies/write_then_delete.h"
-#include "lockstep/strategies/write_then_set.h"
 #include "lockstep/strategies/write_through.h"

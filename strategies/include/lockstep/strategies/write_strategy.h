@@ -6,8 +6,7 @@
 //   TtlBounding            commit, then DEL; every entry's TTL capped: damage bounded in time
 //   WriteThrough           commit, then set the new value only if the cached one is older (C1)
 //   Lease                  readers fill only while holding their own marker; writers DEL (C2, C4)
-//   DeleteThenCommit       DEMO ONLY, broken on purpose: DEL before commit (C3 stays open)
-//   WriteThenSet           DEMO ONLY, broken on purpose: unconditional SET after commit (C1 open)
+//   (demo/ adds DeleteThenCommit and WriteThenSet, broken on purpose to show C3 and C1 open)
 //
 // docs/strategies.md has the matrix: which race each one closes, narrows or leaves open, with
 // each lock mode, and what it costs.
