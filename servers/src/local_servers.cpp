@@ -171,6 +171,7 @@ void LocalServers::Impl::start_redis_process() {
         "--protected-mode", "no",
         "--logfile", (dir / "redis.log").string(),
     };
+    argv.insert(argv.end(), options.redis_extra_args.begin(), options.redis_extra_args.end());
     redis_pid = spawn(argv, (dir / "redis.out").string(), (dir / "redis.pid").string());
     auto deadline = Clock::now() + options.start_timeout;
     while (!redis_answers_ping(redis.port)) {
@@ -315,6 +316,7 @@ LocalServers::~LocalServers() { impl_->stop_all(); }
 
 std::string LocalServers::redis_url() const {
     const auto& r = impl_->redis;
+    if (r.topology != RedisTopology::Standalone) return to_url(r);  // an adopted cluster/sentinel URL
     std::string url = "redis://";
     if (!r.password.empty()) url += r.user + ":" + r.password + "@";
     return url + r.host + ":" + std::to_string(r.port) + "/" + std::to_string(r.db);

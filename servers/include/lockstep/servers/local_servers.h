@@ -17,6 +17,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lockstep/core/mysql_options.h"
 #include "lockstep/core/redis_options.h"
@@ -36,6 +37,9 @@ struct LocalServersOptions {
     std::string mariadb_install_db = "mariadb-install-db";
     // Deadline for each server to answer after it is started.
     std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
+    // More redis-server arguments (e.g. "--cluster-enabled", "yes"), used by the topologies of
+    // local_redis_cluster.h, which are built from one LocalServers per node.
+    std::vector<std::string> redis_extra_args;
 };
 
 class LocalServers {
