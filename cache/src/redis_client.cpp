@@ -4,15 +4,19 @@
 
 #include "hiredis_io.h"
 #include "lockstep/core/error.h"
+#include "redis_cluster_router.h"
 #include "redis_options_check.h"
 
 namespace lockstep {
 
 struct RedisClient::Impl {
-    explicit Impl(RedisOptions o) : options(std::move(o)), pool(options) {}
+    explicit Impl(RedisOptions o) : options(std::move(o)), pool(options) {
+        if (options.topology == RedisTopology::Cluster) cluster = std::make_unique<detail::RedisClusterRouter>(options);
+    }
 
     const RedisOptions options;
-    RedisConnectionPool pool;
+    RedisConnectionPool pool;  // Standalone: the server; Cluster: unused (connections are lazy)
+    std::unique_ptr<detail::RedisClusterRouter> cluster;  // set for redis+cluster:// only
     std::mutex subscriber_mutex;
     std::unique_ptr<RedisSubscriber> subscriber;  // created on first use
 };
@@ -33,6 +37,23 @@ bool starts_with(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
 }
 
+// EVALSHA on one connection; NOSCRIPT means the script did not run (SCRIPT FLUSH, a restarted or
+// new server, a cluster node that never saw it), so loading it there and running it once more
+// cannot apply it twice. In a cluster this runs on the master of the script's first key, so each
+// node learns each script on first use.
+RedisReply evalsha_on(RedisConnection& conn, const RedisScript& script, const std::vector<std::string>& evalsha) {
+    RedisReply reply = conn.command(evalsha);
+    if (reply.is_error() && starts_with(reply.error_message(), "NOSCRIPT")) {
+        const RedisReply loaded = checked(conn.command({"SCRIPT", "LOAD", script.source()}), "SCRIPT LOAD");
+        if (loaded.type() != RedisReply::Type::String || loaded.str() != script.sha1()) {
+            throw ProtocolError("SCRIPT LOAD answered a " + std::string(loaded.type_name()) +
+                                " other than the local digest " + script.sha1());
+        }
+        reply = conn.command(evalsha);
+    }
+    return reply;
+}
+
 }  // namespace
 
 RedisClient::RedisClient(RedisOptions options) {
@@ -48,18 +69,24 @@ const RedisOptions& RedisClient::options() const noexcept {
 
 RedisReply RedisClient::command(std::initializer_list<std::string_view> args) {
     if (args.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
+    if (impl_->cluster) return command(std::vector<std::string>(args.begin(), args.end()));
     auto conn = impl_->pool.acquire();
     return checked(conn->command(args), *args.begin());
 }
 
 RedisReply RedisClient::command(const std::vector<std::string>& args) {
     if (args.empty()) throw ConfigError("command", "a Redis command needs at least its name");
+    if (impl_->cluster) {
+        return checked(impl_->cluster->run(redis_command_slot(args), [&](RedisConnection& c) { return c.command(args); }),
+                       args.front());
+    }
     auto conn = impl_->pool.acquire();
     return checked(conn->command(args), args.front());
 }
 
 std::vector<RedisReply> RedisClient::pipeline(const std::vector<std::vector<std::string>>& commands) {
     if (commands.empty()) return {};
+    if (impl_->cluster) return impl_->cluster->pipeline(commands);
     auto conn = impl_->pool.acquire();
     return conn->pipeline(commands);
 }
@@ -74,17 +101,13 @@ RedisReply RedisClient::eval(const RedisScript& script, const std::vector<std::s
     evalsha.insert(evalsha.end(), keys.begin(), keys.end());
     evalsha.insert(evalsha.end(), args.begin(), args.end());
 
-    auto conn = impl_->pool.acquire();
-    RedisReply reply = conn->command(evalsha);
-    // NOSCRIPT means the script did not run (SCRIPT FLUSH, a restarted or new server), so
-    // loading it and running it once more cannot apply it twice.
-    if (reply.is_error() && starts_with(reply.error_message(), "NOSCRIPT")) {
-        const RedisReply loaded = checked(conn->command({"SCRIPT", "LOAD", script.source()}), "SCRIPT LOAD");
-        if (loaded.type() != RedisReply::Type::String || loaded.str() != script.sha1()) {
-            throw ProtocolError("SCRIPT LOAD answered a " + std::string(loaded.type_name()) +
-                                " other than the local digest " + script.sha1());
-        }
-        reply = conn->command(evalsha);
+    RedisReply reply;
+    if (impl_->cluster) {
+        const std::optional<int> slot = keys.empty() ? std::nullopt : std::optional<int>(redis_cluster_slot(keys.front()));
+        reply = impl_->cluster->run(slot, [&](RedisConnection& c) { return evalsha_on(c, script, evalsha); });
+    } else {
+        auto conn = impl_->pool.acquire();
+        reply = evalsha_on(*conn, script, evalsha);
     }
     if (reply.is_error())
         throw ProtocolError("Redis script " + script.sha1() + " failed: " + reply.error_message());
@@ -114,6 +137,16 @@ void RedisClient::set(std::string_view key, std::string_view value,
 
 long long RedisClient::del(const std::vector<std::string>& keys) {
     if (keys.empty()) return 0;
+    if (impl_->cluster && keys.size() > 1) {
+        // Keys of different slots live on different masters: one DEL per key, one round trip
+        // per master (a DEL of several keys was never atomic for the cache layer's callers).
+        std::vector<std::vector<std::string>> dels;
+        dels.reserve(keys.size());
+        for (const auto& k : keys) dels.push_back({"DEL", k});
+        long long n = 0;
+        for (const auto& r : pipeline(dels)) n += r.throw_if_error().integer();
+        return n;
+    }
     std::vector<std::string> args;
     args.reserve(keys.size() + 1);
     args.emplace_back("DEL");
@@ -126,11 +159,27 @@ long long RedisClient::publish(std::string_view channel, std::string_view messag
 }
 
 PooledRedisConnection RedisClient::connection() {
+    if (impl_->cluster) return impl_->cluster->connection(std::nullopt);
+    return impl_->pool.acquire();
+}
+
+PooledRedisConnection RedisClient::connection_for_key(std::string_view key) {
+    if (impl_->cluster) return impl_->cluster->connection(redis_cluster_slot(key));
     return impl_->pool.acquire();
 }
 
 RedisPoolStats RedisClient::pool_stats() const {
+    if (impl_->cluster) return impl_->cluster->stats();
     return impl_->pool.stats();
+}
+
+std::string RedisClient::cluster_master_of(std::string_view key) {
+    if (!impl_->cluster) return {};
+    return impl_->cluster->master_of(redis_cluster_slot(key));
+}
+
+void RedisClient::refresh_topology() {
+    if (impl_->cluster) impl_->cluster->refresh();
 }
 
 RedisSubscriber& RedisClient::subscriber() {

@@ -90,7 +90,12 @@ LocalRedisCluster::LocalRedisCluster(LocalRedisClusterOptions options) : impl_(s
         // right after partitioning them, and availability is what they measure.
         "--cluster-replica-validity-factor", "0",
     };
-    for (int i = 0; i < total; ++i) m.nodes.push_back(std::make_unique<LocalServers>(node_options));
+    for (int i = 0; i < total; ++i) {
+        // The bus port defaults to port + 10000, which may be taken or past 65535: pick one.
+        LocalServersOptions o = node_options;
+        o.redis_extra_args.insert(o.redis_extra_args.end(), {"--cluster-port", std::to_string(free_loopback_port())});
+        m.nodes.push_back(std::make_unique<LocalServers>(o));
+    }
     m.create_cluster();
     if (!wait_until_ok(m.options.start_timeout)) {
         throw ConnectionError("the local Redis Cluster did not reach cluster_state:ok within " +
