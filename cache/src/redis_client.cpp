@@ -5,6 +5,7 @@
 #include "hiredis_io.h"
 #include "lockstep/core/error.h"
 #include "redis_cluster_router.h"
+#include "redis_sentinel_router.h"
 #include "redis_options_check.h"
 
 namespace lockstep {
@@ -12,11 +13,13 @@ namespace lockstep {
 struct RedisClient::Impl {
     explicit Impl(RedisOptions o) : options(std::move(o)), pool(options) {
         if (options.topology == RedisTopology::Cluster) cluster = std::make_unique<detail::RedisClusterRouter>(options);
+        if (options.topology == RedisTopology::Sentinel) sentinel = std::make_unique<detail::RedisSentinelRouter>(options);
     }
 
     const RedisOptions options;
     RedisConnectionPool pool;  // Standalone: the server; Cluster: unused (connections are lazy)
     std::unique_ptr<detail::RedisClusterRouter> cluster;  // set for redis+cluster:// only
+    std::unique_ptr<detail::RedisSentinelRouter> sentinel;  // set for redis+sentinel:// only
     std::mutex subscriber_mutex;
     std::unique_ptr<RedisSubscriber> subscriber;  // created on first use
 };
@@ -69,7 +72,7 @@ const RedisOptions& RedisClient::options() const noexcept {
 
 RedisReply RedisClient::command(std::initializer_list<std::string_view> args) {
     if (args.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
-    if (impl_->cluster) return command(std::vector<std::string>(args.begin(), args.end()));
+    if (impl_->cluster || impl_->sentinel) return command(std::vector<std::string>(args.begin(), args.end()));
     auto conn = impl_->pool.acquire();
     return checked(conn->command(args), *args.begin());
 }
@@ -80,6 +83,7 @@ RedisReply RedisClient::command(const std::vector<std::string>& args) {
         return checked(impl_->cluster->run(redis_command_slot(args), [&](RedisConnection& c) { return c.command(args); }),
                        args.front());
     }
+    if (impl_->sentinel) return checked(impl_->sentinel->run([&](RedisConnection& c) { return c.command(args); }), args.front());
     auto conn = impl_->pool.acquire();
     return checked(conn->command(args), args.front());
 }
@@ -87,6 +91,7 @@ RedisReply RedisClient::command(const std::vector<std::string>& args) {
 std::vector<RedisReply> RedisClient::pipeline(const std::vector<std::vector<std::string>>& commands) {
     if (commands.empty()) return {};
     if (impl_->cluster) return impl_->cluster->pipeline(commands);
+    if (impl_->sentinel) return impl_->sentinel->pipeline(commands);
     auto conn = impl_->pool.acquire();
     return conn->pipeline(commands);
 }
@@ -105,6 +110,8 @@ RedisReply RedisClient::eval(const RedisScript& script, const std::vector<std::s
     if (impl_->cluster) {
         const std::optional<int> slot = keys.empty() ? std::nullopt : std::optional<int>(redis_cluster_slot(keys.front()));
         reply = impl_->cluster->run(slot, [&](RedisConnection& c) { return evalsha_on(c, script, evalsha); });
+    } else if (impl_->sentinel) {
+        reply = impl_->sentinel->run([&](RedisConnection& c) { return evalsha_on(c, script, evalsha); });
     } else {
         auto conn = impl_->pool.acquire();
         reply = evalsha_on(*conn, script, evalsha);
@@ -160,16 +167,19 @@ long long RedisClient::publish(std::string_view channel, std::string_view messag
 
 PooledRedisConnection RedisClient::connection() {
     if (impl_->cluster) return impl_->cluster->connection(std::nullopt);
+    if (impl_->sentinel) return impl_->sentinel->connection();
     return impl_->pool.acquire();
 }
 
 PooledRedisConnection RedisClient::connection_for_key(std::string_view key) {
     if (impl_->cluster) return impl_->cluster->connection(redis_cluster_slot(key));
+    if (impl_->sentinel) return impl_->sentinel->connection();
     return impl_->pool.acquire();
 }
 
 RedisPoolStats RedisClient::pool_stats() const {
     if (impl_->cluster) return impl_->cluster->stats();
+    if (impl_->sentinel) return impl_->sentinel->stats();
     return impl_->pool.stats();
 }
 
@@ -180,11 +190,21 @@ std::string RedisClient::cluster_master_of(std::string_view key) {
 
 void RedisClient::refresh_topology() {
     if (impl_->cluster) impl_->cluster->refresh();
+    if (impl_->sentinel) impl_->sentinel->rediscover();
+}
+
+std::string RedisClient::sentinel_master() {
+    return impl_->sentinel ? impl_->sentinel->master() : std::string{};
 }
 
 RedisSubscriber& RedisClient::subscriber() {
     std::lock_guard<std::mutex> lock(impl_->subscriber_mutex);
-    if (!impl_->subscriber) impl_->subscriber = std::make_unique<RedisSubscriber>(impl_->options);
+    // Sentinel: the subscriber connects to the master found at first use (it keeps that address;
+    // PUBLISH is replicated, so it still hears the new master once the old one is a replica).
+    if (!impl_->subscriber) {
+        impl_->subscriber = std::make_unique<RedisSubscriber>(impl_->sentinel ? impl_->sentinel->master_options()
+                                                                               : impl_->options);
+    }
     return *impl_->subscriber;
 }
 

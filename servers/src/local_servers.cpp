@@ -172,6 +172,7 @@ void LocalServers::Impl::start_redis_process() {
         "--logfile", (dir / "redis.log").string(),
     };
     argv.insert(argv.end(), options.redis_extra_args.begin(), options.redis_extra_args.end());
+    if (!options.redis_config_file.empty()) argv.insert(argv.begin() + 1, options.redis_config_file);
     redis_pid = spawn(argv, (dir / "redis.out").string(), (dir / "redis.pid").string());
     auto deadline = Clock::now() + options.start_timeout;
     while (!redis_answers_ping(redis.port)) {

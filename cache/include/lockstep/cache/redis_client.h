@@ -9,7 +9,9 @@
 // Topologies (chosen by the URL, core/uri.h): redis:// is one server; redis+cluster:// routes
 // every command to the master of its first key's hash slot (redis_cluster_slot.h), follows
 // MOVED/ASK, waits out a failover up to failover_wait (then ClusterUnavailableError), splits
-// pipelines per master and loads scripts per node. See docs/cache.md.
+// pipelines per master and loads scripts per node; redis+sentinel:// asks the sentinels for the
+// master, asks again on refused connections and READONLY, and follows +switch-master. See
+// docs/cache.md.
 //
 // Errors: ConnectionError / TimeoutError when the server cannot be reached or a connection
 // breaks (a command that may have been applied is never silently repeated); ProtocolError on
@@ -72,8 +74,11 @@ public:
 
     // Cluster only: "host:port" of the master of `key`'s slot in the current map ("" otherwise).
     std::string cluster_master_of(std::string_view key);
-    // Cluster only: ask the cluster for its slot map now (normally done on MOVED and failures).
+    // Cluster: ask the cluster for its slot map now (normally done on MOVED and failures).
+    // Sentinel: ask the sentinels for the master now.
     void refresh_topology();
+    // Sentinel only: "host:port" of the master in use ("" otherwise).
+    std::string sentinel_master();
 
     // The shared subscriber connection (created on first use, lives as long as the client).
     RedisSubscriber& subscriber();

@@ -40,6 +40,9 @@ struct LocalServersOptions {
     // More redis-server arguments (e.g. "--cluster-enabled", "yes"), used by the topologies of
     // local_redis_cluster.h, which are built from one LocalServers per node.
     std::vector<std::string> redis_extra_args;
+    // A config file given to redis-server before every other argument (Sentinel needs one it
+    // can rewrite). Empty: none.
+    std::string redis_config_file;
 };
 
 class LocalServers {
