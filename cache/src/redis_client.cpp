@@ -3,15 +3,22 @@
 #include "hiredis_io.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/mutex.h"
+#include "redis_cluster_router.h"
+#include "redis_sentinel_router.h"
 #include "redis_options_check.h"
 
 namespace lockstep {
 
 struct RedisClient::Impl {
-    explicit Impl(RedisOptions o) : options(std::move(o)), pool(options) {}
+    explicit Impl(RedisOptions o) : options(std::move(o)), pool(options) {
+        if (options.topology == RedisTopology::Cluster) cluster = std::make_unique<detail::RedisClusterRouter>(options);
+        if (options.topology == RedisTopology::Sentinel) sentinel = std::make_unique<detail::RedisSentinelRouter>(options);
+    }
 
     const RedisOptions options;
-    RedisConnectionPool pool;
+    RedisConnectionPool pool;  // Standalone: the server; Cluster: unused (connections are lazy)
+    std::unique_ptr<detail::RedisClusterRouter> cluster;  // set for redis+cluster:// only
+    std::unique_ptr<detail::RedisSentinelRouter> sentinel;  // set for redis+sentinel:// only
     Mutex subscriber_mutex;
     std::unique_ptr<RedisSubscriber> subscriber GUARDED_BY(subscriber_mutex);  // created on first use
 };
@@ -32,6 +39,23 @@ bool starts_with(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
 }
 
+// EVALSHA on one connection; NOSCRIPT means the script did not run (SCRIPT FLUSH, a restarted or
+// new server, a cluster node that never saw it), so loading it there and running it once more
+// cannot apply it twice. In a cluster this runs on the master of the script's first key, so each
+// node learns each script on first use.
+RedisReply evalsha_on(RedisConnection& conn, const RedisScript& script, const std::vector<std::string>& evalsha) {
+    RedisReply reply = conn.command(evalsha);
+    if (reply.is_error() && starts_with(reply.error_message(), "NOSCRIPT")) {
+        const RedisReply loaded = checked(conn.command({"SCRIPT", "LOAD", script.source()}), "SCRIPT LOAD");
+        if (loaded.type() != RedisReply::Type::String || loaded.str() != script.sha1()) {
+            throw ProtocolError("SCRIPT LOAD answered a " + std::string(loaded.type_name()) +
+                                " other than the local digest " + script.sha1());
+        }
+        reply = conn.command(evalsha);
+    }
+    return reply;
+}
+
 }  // namespace
 
 RedisClient::RedisClient(RedisOptions options) {
@@ -47,18 +71,26 @@ const RedisOptions& RedisClient::options() const noexcept {
 
 RedisReply RedisClient::command(std::initializer_list<std::string_view> args) {
     if (args.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
+    if (impl_->cluster || impl_->sentinel) return command(std::vector<std::string>(args.begin(), args.end()));
     auto conn = impl_->pool.acquire();
     return checked(conn->command(args), *args.begin());
 }
 
 RedisReply RedisClient::command(const std::vector<std::string>& args) {
     if (args.empty()) throw ConfigError("command", "a Redis command needs at least its name");
+    if (impl_->cluster) {
+        return checked(impl_->cluster->run(redis_command_slot(args), [&](RedisConnection& c) { return c.command(args); }),
+                       args.front());
+    }
+    if (impl_->sentinel) return checked(impl_->sentinel->run([&](RedisConnection& c) { return c.command(args); }), args.front());
     auto conn = impl_->pool.acquire();
     return checked(conn->command(args), args.front());
 }
 
 std::vector<RedisReply> RedisClient::pipeline(const std::vector<std::vector<std::string>>& commands) {
     if (commands.empty()) return {};
+    if (impl_->cluster) return impl_->cluster->pipeline(commands);
+    if (impl_->sentinel) return impl_->sentinel->pipeline(commands);
     auto conn = impl_->pool.acquire();
     return conn->pipeline(commands);
 }
@@ -73,17 +105,15 @@ RedisReply RedisClient::eval(const RedisScript& script, const std::vector<std::s
     evalsha.insert(evalsha.end(), keys.begin(), keys.end());
     evalsha.insert(evalsha.end(), args.begin(), args.end());
 
-    auto conn = impl_->pool.acquire();
-    RedisReply reply = conn->command(evalsha);
-    // NOSCRIPT means the script did not run (SCRIPT FLUSH, a restarted or new server), so
-    // loading it and running it once more cannot apply it twice.
-    if (reply.is_error() && starts_with(reply.error_message(), "NOSCRIPT")) {
-        const RedisReply loaded = checked(conn->command({"SCRIPT", "LOAD", script.source()}), "SCRIPT LOAD");
-        if (loaded.type() != RedisReply::Type::String || loaded.str() != script.sha1()) {
-            throw ProtocolError("SCRIPT LOAD answered a " + std::string(loaded.type_name()) +
-                                " other than the local digest " + script.sha1());
-        }
-        reply = conn->command(evalsha);
+    RedisReply reply;
+    if (impl_->cluster) {
+        const std::optional<int> slot = keys.empty() ? std::nullopt : std::optional<int>(redis_cluster_slot(keys.front()));
+        reply = impl_->cluster->run(slot, [&](RedisConnection& c) { return evalsha_on(c, script, evalsha); });
+    } else if (impl_->sentinel) {
+        reply = impl_->sentinel->run([&](RedisConnection& c) { return evalsha_on(c, script, evalsha); });
+    } else {
+        auto conn = impl_->pool.acquire();
+        reply = evalsha_on(*conn, script, evalsha);
     }
     if (reply.is_error())
         throw ProtocolError("Redis script " + script.sha1() + " failed: " + reply.error_message());
@@ -113,6 +143,16 @@ void RedisClient::set(std::string_view key, std::string_view value,
 
 long long RedisClient::del(const std::vector<std::string>& keys) {
     if (keys.empty()) return 0;
+    if (impl_->cluster && keys.size() > 1) {
+        // Keys of different slots live on different masters: one DEL per key, one round trip
+        // per master (a DEL of several keys was never atomic for the cache layer's callers).
+        std::vector<std::vector<std::string>> dels;
+        dels.reserve(keys.size());
+        for (const auto& k : keys) dels.push_back({"DEL", k});
+        long long n = 0;
+        for (const auto& r : pipeline(dels)) n += r.throw_if_error().integer();
+        return n;
+    }
     std::vector<std::string> args;
     args.reserve(keys.size() + 1);
     args.emplace_back("DEL");
@@ -125,17 +165,45 @@ long long RedisClient::publish(std::string_view channel, std::string_view messag
 }
 
 PooledRedisConnection RedisClient::connection() {
+    if (impl_->cluster) return impl_->cluster->connection(std::nullopt);
+    if (impl_->sentinel) return impl_->sentinel->connection();
+    return impl_->pool.acquire();
+}
+
+PooledRedisConnection RedisClient::connection_for_key(std::string_view key) {
+    if (impl_->cluster) return impl_->cluster->connection(redis_cluster_slot(key));
+    if (impl_->sentinel) return impl_->sentinel->connection();
     return impl_->pool.acquire();
 }
 
 RedisPoolStats RedisClient::pool_stats() const {
+    if (impl_->cluster) return impl_->cluster->stats();
+    if (impl_->sentinel) return impl_->sentinel->stats();
     return impl_->pool.stats();
+}
+
+std::string RedisClient::cluster_master_of(std::string_view key) {
+    if (!impl_->cluster) return {};
+    return impl_->cluster->master_of(redis_cluster_slot(key));
+}
+
+void RedisClient::refresh_topology() {
+    if (impl_->cluster) impl_->cluster->refresh();
+    if (impl_->sentinel) impl_->sentinel->rediscover();
+}
+
+std::string RedisClient::sentinel_master() {
+    return impl_->sentinel ? impl_->sentinel->master() : std::string{};
 }
 
 RedisSubscriber& RedisClient::subscriber() {
     Impl& m = *impl_;
     MutexLock lock(m.subscriber_mutex);
-    if (!m.subscriber) m.subscriber = std::make_unique<RedisSubscriber>(m.options);
+    // Sentinel: the subscriber connects to the master found at first use (it keeps that address;
+    // PUBLISH is replicated, so it still hears the new master once the old one is a replica).
+    if (!m.subscriber) {
+        m.subscriber = std::make_unique<RedisSubscriber>(m.sentinel ? m.sentinel->master_options() : m.options);
+    }
     return *m.subscriber;
 }
 

@@ -1,5 +1,6 @@
 #include "lockstep/core/uri.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
@@ -215,7 +216,20 @@ std::chrono::milliseconds parse_duration(std::string_view text, const std::strin
     return std::chrono::milliseconds(ms);
 }
 
+namespace {
+
+RedisOptions parse_topology_url(std::string_view url, std::string_view scheme, RedisTopology topology);
+
+}  // namespace
+
 RedisOptions parse_redis_url(std::string_view url) {
+    if (url.substr(0, 16) == "redis+cluster://") return parse_topology_url(url, "redis+cluster", RedisTopology::Cluster);
+    if (url.substr(0, 17) == "redis+sentinel://")
+        return parse_topology_url(url, "redis+sentinel", RedisTopology::Sentinel);
+    if (auto sep = url.find("://"); sep != std::string_view::npos && url.substr(0, sep) != "redis") {
+        throw ConfigError("scheme", "expected 'redis', 'redis+cluster' or 'redis+sentinel', got '" +
+                                        std::string(url.substr(0, sep)) + "'");
+    }
     UrlParts parts = split_url(url, "redis");
     RedisOptions o;
     o.host = parts.host;
@@ -250,6 +264,78 @@ RedisOptions parse_redis_url(std::string_view url) {
     if (o.socket_timeout.count() == 0) throw ConfigError("query parameter 'socket_timeout'", "must be positive");
     return o;
 }
+
+namespace {
+
+// redis+cluster://[auth@]host:port,host:port,...[/0][?params]
+// redis+sentinel://[auth@]host:port,host:port,.../master-name[?params]
+// The node list is split off and each node parsed on its own (errors name "node <i>: host" or
+// "node <i>: port"); the rest (credentials, database, parameters) is parsed as a redis:// URL
+// of the first node, so every parameter means what it means there.
+RedisOptions parse_topology_url(std::string_view url, std::string_view scheme, RedisTopology topology) {
+    std::string_view rest = url.substr(scheme.size() + 3);
+    const std::size_t end = std::min(rest.find('/'), rest.find('?'));
+    std::string_view authority = rest.substr(0, end);
+    std::string_view tail = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+    std::string_view userinfo;
+    if (auto at = authority.rfind('@'); at != std::string_view::npos) {
+        userinfo = authority.substr(0, at + 1);
+        authority = authority.substr(at + 1);
+    }
+    if (authority.empty()) throw ConfigError("nodes", "no host:port listed after '" + std::string(scheme) + "://'");
+
+    std::vector<RedisEndpoint> nodes;
+    std::size_t index = 0;
+    while (true) {
+        const std::size_t comma = authority.find(',');
+        std::string_view node = authority.substr(0, comma);
+        const std::string part = "node " + std::to_string(index + 1);
+        if (node.empty()) throw ConfigError(part, "empty entry in the node list (stray ',')");
+        UrlParts parsed;
+        try {
+            parsed = split_url("redis://" + std::string(node), "redis");
+        } catch (const ConfigError& e) {
+            throw ConfigError(part + ": " + e.part(), "'" + std::string(node) + "': " + e.what());
+        }
+        RedisEndpoint endpoint{parsed.host, parsed.port.value_or(topology == RedisTopology::Sentinel ? 26379 : 6379)};
+        for (const auto& seen : nodes) {
+            if (seen == endpoint) throw ConfigError(part, "'" + std::string(node) + "' is listed twice");
+        }
+        nodes.push_back(endpoint);
+        ++index;
+        if (comma == std::string_view::npos) break;
+        authority = authority.substr(comma + 1);
+        if (authority.empty()) throw ConfigError("node " + std::to_string(index + 1), "empty entry in the node list (stray ',')");
+    }
+
+    std::string master;
+    if (topology == RedisTopology::Sentinel) {
+        // The path is the master's name, not a database number.
+        if (tail.empty() || tail.front() != '/') {
+            throw ConfigError("master name", "missing '/master-name' after the sentinels");
+        }
+        const std::size_t q = tail.find('?');
+        master = std::string(tail.substr(1, q == std::string_view::npos ? q : q - 1));
+        if (master.empty()) throw ConfigError("master name", "empty master name after '/'");
+        for (char c : master) {
+            bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+            if (!ok) throw ConfigError("master name", "invalid character '" + std::string(1, c) + "' in '" + master + "'");
+        }
+        tail = q == std::string_view::npos ? std::string_view{} : tail.substr(q);
+    }
+    const RedisEndpoint& first = nodes.front();
+    RedisOptions o = parse_redis_url("redis://" + std::string(userinfo) + format_host(first.host) + ":" +
+                                     std::to_string(first.port) + std::string(tail));
+    if (topology == RedisTopology::Cluster && o.db != 0) {
+        throw ConfigError("database", "Redis Cluster has only database 0, got " + std::to_string(o.db));
+    }
+    o.topology = topology;
+    o.nodes = std::move(nodes);
+    o.sentinel_master = std::move(master);
+    return o;
+}
+
+}  // namespace
 
 MysqlOptions parse_mysql_url(std::string_view url) {
     UrlParts parts = split_url(url, "mysql");
@@ -295,9 +381,18 @@ MysqlOptions parse_mysql_url(std::string_view url) {
 }
 
 std::string to_url(const RedisOptions& o) {
-    std::string url = "redis://";
+    std::string url = o.topology == RedisTopology::Cluster    ? "redis+cluster://"
+                      : o.topology == RedisTopology::Sentinel ? "redis+sentinel://"
+                                                              : "redis://";
     if (!o.password.empty()) url += percent_encode(o.user) + ":" + percent_encode(o.password) + "@";
-    url += format_host(o.host) + ":" + std::to_string(o.port) + "/" + std::to_string(o.db);
+    if (o.topology == RedisTopology::Standalone || o.nodes.empty()) {
+        url += format_host(o.host) + ":" + std::to_string(o.port);
+    } else {
+        for (std::size_t i = 0; i < o.nodes.size(); ++i) {
+            url += (i ? "," : "") + format_host(o.nodes[i].host) + ":" + std::to_string(o.nodes[i].port);
+        }
+    }
+    url += "/" + (o.topology == RedisTopology::Sentinel ? o.sentinel_master : std::to_string(o.db));
     url += "?connect_timeout=" + format_duration(o.connect_timeout) +
            "&socket_timeout=" + format_duration(o.socket_timeout) +
            "&pool_size=" + std::to_string(o.pool_size) +

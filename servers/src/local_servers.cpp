@@ -171,7 +171,8 @@ void LocalServers::Impl::start_redis_process() {
         "--protected-mode", "no",
         "--logfile", (dir / "redis.log").string(),
     };
-    argv.insert(argv.end(), options.redis_arguments.begin(), options.redis_arguments.end());
+    argv.insert(argv.end(), options.redis_extra_args.begin(), options.redis_extra_args.end());
+    if (!options.redis_config_file.empty()) argv.insert(argv.begin() + 1, options.redis_config_file);
     redis_pid = spawn(argv, (dir / "redis.out").string(), (dir / "redis.pid").string());
     auto deadline = Clock::now() + options.start_timeout;
     while (!redis_answers_ping(redis.port)) {
@@ -316,6 +317,7 @@ LocalServers::~LocalServers() { impl_->stop_all(); }
 
 std::string LocalServers::redis_url() const {
     const auto& r = impl_->redis;
+    if (r.topology != RedisTopology::Standalone) return to_url(r);  // an adopted cluster/sentinel URL
     std::string url = "redis://";
     if (!r.password.empty()) url += r.user + ":" + r.password + "@";
     return url + r.host + ":" + std::to_string(r.port) + "/" + std::to_string(r.db);

@@ -32,7 +32,7 @@ TEST(AdversarialEviction, EvictedLockKeysAreDetectedAndReported) {
     LocalServersOptions so;
     so.mysql = false;
     so.use_environment = false;
-    so.redis_arguments = {"--maxmemory", "6mb", "--maxmemory-policy", "allkeys-random"};
+    so.redis_extra_args = {"--maxmemory", "6mb", "--maxmemory-policy", "allkeys-random"};
     LocalServers server(so);
     RedisOptions ro = server.redis_options();
     ro.pool_size = 8;

@@ -239,6 +239,82 @@ TEST(RedisUrl, RoundTripsThroughToUrl) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// redis+cluster:// and redis+sentinel://
+
+class MalformedTopologyUrl : public testing::TestWithParam<Malformed> {};
+
+TEST_P(MalformedTopologyUrl, IsAConfigErrorNamingThePart) {
+    expect_config_error([](const std::string& url) { return parse_redis_url(url); }, GetParam());
+}
+
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(
+    Table, MalformedTopologyUrl,
+    testing::Values(
+        Malformed{"UnknownPlusScheme", "redis+shard://a:1", "scheme"},
+        Malformed{"ClusterNoNodes", "redis+cluster://", "nodes"},
+        Malformed{"ClusterOnlyCredentials", "redis+cluster://:pw@/0", "nodes"},
+        Malformed{"ClusterStrayLeadingComma", "redis+cluster://,a:7000", "node 1"},
+        Malformed{"ClusterStrayTrailingComma", "redis+cluster://a:7000,", "node 2"},
+        Malformed{"ClusterDoubleComma", "redis+cluster://a:7000,,b:7001", "node 2"},
+        Malformed{"ClusterBadSecondPort", "redis+cluster://a:7000,b:x", "node 2: port"},
+        Malformed{"ClusterPortOutOfRange", "redis+cluster://a:70000", "node 1: port"},
+        Malformed{"ClusterBadThirdHost", "redis+cluster://a:1,b:2,c d:3", "node 3: host"},
+        Malformed{"ClusterNodeTwice", "redis+cluster://a:1,a:1", "node 2"},
+        Malformed{"ClusterNonZeroDatabase", "redis+cluster://a:1,b:2/3", "database"},
+        Malformed{"ClusterUnknownParameter", "redis+cluster://a:1?shards=3", kQp + "'shards'"},
+        Malformed{"ClusterBadPassword", "redis+cluster://secret@a:1", "password"},
+        Malformed{"SentinelNoMaster", "redis+sentinel://a:26379,b:26379", "master name"},
+        Malformed{"SentinelEmptyMaster", "redis+sentinel://a:26379/", "master name"},
+        Malformed{"SentinelEmptyMasterWithQuery", "redis+sentinel://a:26379/?pool_size=2", "master name"},
+        Malformed{"SentinelBadMaster", "redis+sentinel://a:26379/my%20master", "master name"},
+        Malformed{"SentinelBadPort", "redis+sentinel://a:26379,b:/m", "node 2: port"},
+        Malformed{"SentinelBadParameter", "redis+sentinel://a:1/m?pool_size=0", kQp + "'pool_size'"}),
+    case_name);
+// clang-format on
+
+TEST(RedisTopologyUrl, ClusterListsEverySeedNode) {
+    const RedisOptions o = parse_redis_url("redis+cluster://:pw@127.0.0.1:7000,[::1]:7001,redis-c?pool_size=3");
+    EXPECT_EQ(o.topology, RedisTopology::Cluster);
+    ASSERT_EQ(o.nodes.size(), 3u);
+    EXPECT_EQ(o.nodes[0], (RedisEndpoint{"127.0.0.1", 7000}));
+    EXPECT_EQ(o.nodes[1], (RedisEndpoint{"::1", 7001}));
+    EXPECT_EQ(o.nodes[2], (RedisEndpoint{"redis-c", 6379}));
+    EXPECT_EQ(o.host, "127.0.0.1");
+    EXPECT_EQ(o.port, 7000);
+    EXPECT_EQ(o.password, "pw");
+    EXPECT_EQ(o.pool_size, 3u);
+}
+
+TEST(RedisTopologyUrl, SentinelNamesTheMasterAndDefaultsToPort26379) {
+    const RedisOptions o = parse_redis_url("redis+sentinel://s1,s2:5000/mymaster?socket_timeout=2s");
+    EXPECT_EQ(o.topology, RedisTopology::Sentinel);
+    EXPECT_EQ(o.sentinel_master, "mymaster");
+    ASSERT_EQ(o.nodes.size(), 2u);
+    EXPECT_EQ(o.nodes[0], (RedisEndpoint{"s1", 26379}));
+    EXPECT_EQ(o.nodes[1], (RedisEndpoint{"s2", 5000}));
+    EXPECT_EQ(o.socket_timeout, 2s);
+}
+
+TEST(RedisTopologyUrl, RoundTripsThroughToUrl) {
+    for (const char* url : {"redis+cluster://127.0.0.1:7000,127.0.0.1:7001", "redis+sentinel://:pw@a:1,b:2/m"}) {
+        SCOPED_TRACE(url);
+        const RedisOptions o = parse_redis_url(url);
+        const RedisOptions back = parse_redis_url(to_url(o));
+        expect_same(back, o);
+        EXPECT_EQ(back.topology, o.topology);
+        EXPECT_EQ(back.nodes, o.nodes);
+        EXPECT_EQ(back.sentinel_master, o.sentinel_master);
+    }
+}
+
+TEST(RedisTopologyUrl, PlainRedisStaysStandalone) {
+    const RedisOptions o = parse_redis_url("redis://h:1");
+    EXPECT_EQ(o.topology, RedisTopology::Standalone);
+    EXPECT_TRUE(o.nodes.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
 // mysql://
 
 class MalformedMysqlUrl : public testing::TestWithParam<Malformed> {};

@@ -19,7 +19,7 @@ LocalServersOptions redis_with(std::vector<std::string> arguments) {
     LocalServersOptions o;
     o.mysql = false;
     o.use_environment = false;
-    o.redis_arguments = std::move(arguments);
+    o.redis_extra_args = std::move(arguments);
     return o;
 }
 

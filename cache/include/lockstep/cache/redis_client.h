@@ -6,6 +6,13 @@
 //   redis.set("k", std::string("a\0b", 3), std::chrono::seconds(10));
 //   std::optional<std::string> v = redis.get("k");
 //
+// Topologies (chosen by the URL, core/uri.h): redis:// is one server; redis+cluster:// routes
+// every command to the master of its first key's hash slot (redis_cluster_slot.h), follows
+// MOVED/ASK, waits out a failover up to failover_wait (then ClusterUnavailableError), splits
+// pipelines per master and loads scripts per node; redis+sentinel:// asks the sentinels for the
+// master, asks again on refused connections and READONLY, and follows +switch-master. See
+// docs/cache.md.
+//
 // Errors: ConnectionError / TimeoutError when the server cannot be reached or a connection
 // breaks (a command that may have been applied is never silently repeated); ProtocolError on
 // an error reply. A missing key is std::nullopt, not an error.
@@ -19,6 +26,8 @@
 #include <string_view>
 #include <vector>
 
+#include "lockstep/cache/cluster_unavailable_error.h"
+#include "lockstep/cache/redis_cluster_slot.h"
 #include "lockstep/cache/redis_connection_pool.h"
 #include "lockstep/cache/redis_reply.h"
 #include "lockstep/cache/redis_script.h"
@@ -56,9 +65,20 @@ public:
     long long del(const std::vector<std::string>& keys);
     long long publish(std::string_view channel, std::string_view message);
 
-    // Borrow one connection for several commands that must share it.
+    // Borrow one connection for several commands that must share it. In a cluster: a connection
+    // to some master (use connection_for_key when the commands touch keys).
     PooledRedisConnection connection();
-    RedisPoolStats pool_stats() const;
+    // A connection to the server holding `key` (its slot's master in a cluster).
+    PooledRedisConnection connection_for_key(std::string_view key);
+    RedisPoolStats pool_stats() const;  // summed over every node's pool in a cluster
+
+    // Cluster only: "host:port" of the master of `key`'s slot in the current map ("" otherwise).
+    std::string cluster_master_of(std::string_view key);
+    // Cluster: ask the cluster for its slot map now (normally done on MOVED and failures).
+    // Sentinel: ask the sentinels for the master now.
+    void refresh_topology();
+    // Sentinel only: "host:port" of the master in use ("" otherwise).
+    std::string sentinel_master();
 
     // The shared subscriber connection (created on first use, lives as long as the client).
     RedisSubscriber& subscriber();

@@ -5,8 +5,23 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace lockstep {
+
+// Which shape of Redis deployment the options describe (chosen by the URL scheme, uri.h).
+enum class RedisTopology {
+    Standalone,  // redis://        one server
+    Cluster,     // redis+cluster:// Redis Cluster; `nodes` are seed nodes, the map is asked from them
+    Sentinel,    // redis+sentinel:// `nodes` are sentinels, asked for `sentinel_master`'s address
+};
+
+// One host:port of a topology URL.
+struct RedisEndpoint {
+    std::string host;
+    int port = 6379;
+    bool operator==(const RedisEndpoint&) const = default;
+};
 
 struct RedisOptions {
     std::string host = "127.0.0.1";
@@ -24,6 +39,17 @@ struct RedisOptions {
     std::size_t pool_size = 8;
     // How long a caller waits for a pooled connection before a TimeoutError.
     std::chrono::milliseconds pool_wait_timeout{2000};
+
+    // Topology (additive; Standalone keeps every field above meaning what it always did).
+    RedisTopology topology = RedisTopology::Standalone;
+    // Cluster seed nodes or sentinels, in URL order; host/port above are the first of them.
+    std::vector<RedisEndpoint> nodes;
+    // Sentinel: the monitored master's name (the URL's path).
+    std::string sentinel_master;
+    // Cluster / Sentinel: how long a command keeps retrying while the cluster reports
+    // CLUSTERDOWN / TRYAGAIN or a master is unreachable (a failover takes node-timeout plus an
+    // election, ~2 s with node-timeout 1 s). After it, a ClusterUnavailableError (RetryCall).
+    std::chrono::milliseconds failover_wait{3000};
 };
 
 }  // namespace lockstep

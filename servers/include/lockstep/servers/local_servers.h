@@ -37,9 +37,12 @@ struct LocalServersOptions {
     std::string mariadb_install_db = "mariadb-install-db";
     // Deadline for each server to answer after it is started.
     std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
-    // Extra redis-server command-line arguments for a private server, appended after the
-    // defaults, e.g. {"--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"}.
-    std::vector<std::string> redis_arguments = {};
+    // More redis-server arguments (e.g. "--cluster-enabled", "yes"), used by the topologies of
+    // local_redis_cluster.h, which are built from one LocalServers per node.
+    std::vector<std::string> redis_extra_args;
+    // A config file given to redis-server before every other argument (Sentinel needs one it
+    // can rewrite). Empty: none.
+    std::string redis_config_file;
 };
 
 class LocalServers {

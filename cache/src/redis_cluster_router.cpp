@@ -1,0 +1,293 @@
+#include "redis_cluster_router.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "lockstep/cache/cluster_unavailable_error.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/logging.h"
+
+namespace lockstep::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
+
+// "MOVED 3999 127.0.0.1:6381" -> "127.0.0.1:6381".
+std::string redirect_target(const std::string& message) {
+    const auto space = message.rfind(' ');
+    return space == std::string::npos ? std::string{} : message.substr(space + 1);
+}
+
+bool is_moved(const RedisReply& r) { return r.is_error() && starts_with(r.error_message(), "MOVED "); }
+bool is_ask(const RedisReply& r) { return r.is_error() && starts_with(r.error_message(), "ASK "); }
+// The command did not run and will succeed once the cluster has settled.
+bool is_transient(const RedisReply& r) {
+    return r.is_error() && (starts_with(r.error_message(), "TRYAGAIN") || starts_with(r.error_message(), "CLUSTERDOWN") ||
+                            starts_with(r.error_message(), "MASTERDOWN"));
+}
+bool is_redirection(const RedisReply& r) { return is_moved(r) || is_ask(r) || is_transient(r); }
+
+RedisOptions node_options(const RedisOptions& cluster, const std::string& host, int port) {
+    RedisOptions o = cluster;
+    o.topology = RedisTopology::Standalone;
+    o.nodes.clear();
+    o.host = host;
+    o.port = port;
+    return o;
+}
+
+// Backoff between retries while a failover runs: short first (a MOVED race settles at once),
+// capped so a 3 s failover wait costs a few dozen probes, not thousands.
+void back_off(int attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10 << std::min(attempt, 4), 100)));
+}
+
+}  // namespace
+
+RedisClusterRouter::RedisClusterRouter(RedisOptions options) : options_(std::move(options)) {
+    if (options_.nodes.empty()) throw ConfigError("nodes", "a Redis Cluster client needs at least one seed node");
+}
+
+RedisConnectionPool& RedisClusterRouter::pool_for(const std::string& address) {
+    {
+        std::shared_lock lock(mutex_);
+        if (auto it = pools_.find(address); it != pools_.end()) return *it->second;
+    }
+    const auto colon = address.rfind(':');
+    if (colon == std::string::npos) throw ProtocolError("Redis Cluster named a node without a port: '" + address + "'");
+    const std::string host = address.substr(0, colon);
+    const int port = std::stoi(address.substr(colon + 1));
+    std::unique_lock lock(mutex_);
+    auto& slot = pools_[address];
+    if (!slot) {
+        slot = std::make_unique<RedisConnectionPool>(node_options(options_, host, port));
+        addresses_[slot.get()] = address;
+    }
+    return *slot;
+}
+
+void RedisClusterRouter::refresh() {
+    std::lock_guard serial(refresh_mutex_);
+    // Ask the masters we know first (they are the live view), then the seeds.
+    std::vector<std::string> candidates;
+    {
+        std::shared_lock lock(mutex_);
+        for (auto* p : masters_) candidates.push_back(addresses_.at(p));
+    }
+    for (const auto& seed : options_.nodes) candidates.push_back(seed.host + ":" + std::to_string(seed.port));
+
+    std::string last_error = "no node to ask";
+    for (const auto& address : candidates) {
+        const auto colon = address.rfind(':');
+        const std::string host = address.substr(0, colon);
+        RedisReply reply;
+        try {
+            RedisConnection conn(node_options(options_, host, std::stoi(address.substr(colon + 1))));
+            reply = conn.command({"CLUSTER", "SLOTS"});
+        } catch (const Error& e) {
+            last_error = e.what();
+            continue;
+        }
+        if (reply.is_error() || reply.type() != RedisReply::Type::Array) {
+            last_error = address + " answered CLUSTER SLOTS with " +
+                         (reply.is_error() ? reply.error_message() : std::string(reply.type_name()));
+            continue;
+        }
+        // Build the new table before taking the write lock: readers are blocked only for the swap.
+        std::array<RedisConnectionPool*, kRedisClusterSlots> table{};
+        std::vector<RedisConnectionPool*> masters;
+        std::size_t covered = 0;
+        for (const auto& range : reply.elements()) {
+            const auto& r = range.elements();
+            if (r.size() < 3) continue;
+            const auto& master = r[2].elements();
+            std::string master_host = master.at(0).str();
+            if (master_host.empty() || master_host == "?") master_host = host;  // "unknown endpoint": the one we asked
+            RedisConnectionPool* pool =
+                &pool_for(master_host + ":" + std::to_string(master.at(1).integer()));
+            const long long lo = r[0].integer(), hi = r[1].integer();
+            for (long long s = std::max(0LL, lo); s <= hi && s < kRedisClusterSlots; ++s) table[s] = pool;
+            covered += static_cast<std::size_t>(hi - lo + 1);
+            if (std::find(masters.begin(), masters.end(), pool) == masters.end()) masters.push_back(pool);
+        }
+        {
+            std::unique_lock lock(mutex_);
+            slots_ = table;
+            masters_ = std::move(masters);
+        }
+        stale_.store(false);
+        if (covered < kRedisClusterSlots) {
+            logger()->warn("Redis Cluster map from {} covers {} of {} slots", address, covered, kRedisClusterSlots);
+        }
+        return;
+    }
+    throw ConnectionError("no Redis Cluster node answered CLUSTER SLOTS; last error: " + last_error);
+}
+
+void RedisClusterRouter::refresh_quietly() noexcept {
+    try {
+        refresh();
+    } catch (const std::exception& e) {
+        logger()->debug("Redis Cluster map refresh failed: {}", e.what());
+    }
+}
+
+RedisConnectionPool* RedisClusterRouter::owner(std::optional<int> slot) {
+    if (stale_.load(std::memory_order_relaxed)) refresh_quietly();
+    std::shared_lock lock(mutex_);
+    if (slot) return slots_[static_cast<std::size_t>(*slot)];
+    if (masters_.empty()) return nullptr;
+    return masters_[next_any_.fetch_add(1, std::memory_order_relaxed) % masters_.size()];
+}
+
+void RedisClusterRouter::unavailable(const std::string& why) const {
+    throw ClusterUnavailableError("Redis Cluster unavailable for " + std::to_string(options_.failover_wait.count()) +
+                                  " ms (failover_wait): " + why);
+}
+
+RedisReply RedisClusterRouter::run(std::optional<int> slot, const std::function<RedisReply(RedisConnection&)>& call) {
+    const auto deadline = Clock::now() + options_.failover_wait;
+    std::string ask_target;
+    int redirects = 0;
+    for (int attempt = 0;; ++attempt) {
+        RedisConnectionPool* pool = ask_target.empty() ? owner(slot) : &pool_for(ask_target);
+        if (pool == nullptr) {
+            // No master serves the slot in our map: refresh and wait for the cluster to settle.
+            if (Clock::now() > deadline) unavailable("no master serves slot " + (slot ? std::to_string(*slot) : "(any)"));
+            back_off(attempt);
+            stale_.store(true);
+            continue;
+        }
+        std::optional<PooledRedisConnection> conn;
+        try {
+            conn.emplace(pool->acquire());
+        } catch (const ConnectionError& e) {
+            // Not connected: the command was never sent. The master may be dead and its replica
+            // about to be promoted; the next map says so.
+            if (Clock::now() > deadline) unavailable(e.what());
+            back_off(attempt);
+            stale_.store(true);
+            ask_target.clear();
+            continue;
+        }
+        RedisReply reply;
+        try {
+            if (!ask_target.empty()) {
+                // ASKING applies to the next command on this connection only.
+                (*conn)->command({"ASKING"}).throw_if_error();
+            }
+            reply = call(**conn);
+        } catch (const ConnectionError&) {
+            stale_.store(true);  // a node died mid-call: the next call looks at the map again
+            throw;
+        }
+        ask_target.clear();
+        if (!reply.is_error()) return reply;
+        if (is_moved(reply) || is_ask(reply)) {
+            if (++redirects > 16) throw ProtocolError("Redis Cluster redirected one command 16 times: " + reply.error_message());
+            if (is_ask(reply)) {
+                ask_target = redirect_target(reply.error_message());
+            } else {
+                refresh_quietly();
+            }
+            continue;
+        }
+        if (is_transient(reply)) {
+            if (Clock::now() > deadline) unavailable(reply.error_message());
+            back_off(attempt);
+            stale_.store(true);
+            continue;
+        }
+        return reply;
+    }
+}
+
+std::vector<RedisReply> RedisClusterRouter::pipeline(const std::vector<std::vector<std::string>>& commands) {
+    std::vector<RedisReply> replies(commands.size());
+    std::vector<std::optional<int>> slots(commands.size());
+    std::map<RedisConnectionPool*, std::vector<std::size_t>> groups;
+    std::vector<bool> retry(commands.size(), false);
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+        if (commands[i].empty()) throw ConfigError("pipeline", "command " + std::to_string(i) + " is empty");
+        slots[i] = redis_command_slot(commands[i]);
+        if (RedisConnectionPool* pool = owner(slots[i])) {
+            groups[pool].push_back(i);
+        } else {
+            retry[i] = true;
+        }
+    }
+    for (const auto& [pool, indexes] : groups) {
+        std::optional<PooledRedisConnection> conn;
+        try {
+            conn.emplace(pool->acquire());
+        } catch (const ConnectionError&) {
+            for (std::size_t i : indexes) retry[i] = true;  // never sent: retried one by one below
+            stale_.store(true);
+            continue;
+        }
+        std::vector<std::vector<std::string>> batch;
+        batch.reserve(indexes.size());
+        for (std::size_t i : indexes) batch.push_back(commands[i]);
+        std::vector<RedisReply> answered;
+        try {
+            answered = (*conn)->pipeline(batch);
+        } catch (const ConnectionError&) {
+            stale_.store(true);
+            throw;
+        }
+        for (std::size_t k = 0; k < indexes.size(); ++k) {
+            replies[indexes[k]] = std::move(answered[k]);
+            if (is_redirection(replies[indexes[k]])) retry[indexes[k]] = true;
+        }
+    }
+    // Redirected commands did not run; in input order, each goes through the full routing.
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+        if (!retry[i]) continue;
+        replies[i] = run(slots[i], [&](RedisConnection& c) { return c.command(commands[i]); });
+    }
+    return replies;
+}
+
+PooledRedisConnection RedisClusterRouter::connection(std::optional<int> slot) {
+    const auto deadline = Clock::now() + options_.failover_wait;
+    for (int attempt = 0;; ++attempt) {
+        if (RedisConnectionPool* pool = owner(slot)) {
+            try {
+                return pool->acquire();
+            } catch (const ConnectionError& e) {
+                if (Clock::now() > deadline) unavailable(e.what());
+            }
+        } else if (Clock::now() > deadline) {
+            unavailable("no master serves the slot");
+        }
+        stale_.store(true);
+        back_off(attempt);
+    }
+}
+
+RedisPoolStats RedisClusterRouter::stats() const {
+    std::shared_lock lock(mutex_);
+    RedisPoolStats sum;
+    for (const auto& [address, pool] : pools_) {
+        const RedisPoolStats s = pool->stats();
+        sum.open += s.open;
+        sum.idle += s.idle;
+        sum.created += s.created;
+        sum.discarded += s.discarded;
+        sum.wait_timeouts += s.wait_timeouts;
+        sum.waiting += s.waiting;
+    }
+    return sum;
+}
+
+std::string RedisClusterRouter::master_of(int slot) {
+    if (stale_.load()) refresh_quietly();
+    std::shared_lock lock(mutex_);
+    RedisConnectionPool* pool = slots_.at(static_cast<std::size_t>(slot));
+    return pool ? addresses_.at(pool) : std::string{};
+}
+
+}  // namespace lockstep::detail

@@ -1,0 +1,73 @@
+// Internal: how RedisClient reaches a Redis Cluster. It keeps the slot map (asked with CLUSTER
+// SLOTS from any node it knows), one connection pool per master, and follows the cluster's
+// redirections:
+//
+//   MOVED slot addr   the command did not run; the map is out of date: refresh it, retry there.
+//   ASK slot addr     the slot is migrating and this key is already on addr: send ASKING and the
+//                     command there, once, without changing the map.
+//   TRYAGAIN, CLUSTERDOWN, a refused connection to a slot's master
+//                     the command did not run; a failover or a migration is under way: refresh
+//                     and retry with backoff until failover_wait, then ClusterUnavailableError.
+//
+// A connection that breaks after a command was written is never retried (the command may have
+// run); the map is marked stale so the next call refreshes it first.
+//
+// Thread safety: all members may be called from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "lockstep/cache/redis_cluster_slot.h"
+#include "lockstep/cache/redis_connection_pool.h"
+#include "lockstep/cache/redis_reply.h"
+#include "lockstep/core/redis_options.h"
+
+namespace lockstep::detail {
+
+class RedisClusterRouter {
+public:
+    explicit RedisClusterRouter(RedisOptions options);
+
+    // Runs `call` on a connection to the master of `slot` (any master for nullopt), following
+    // redirections. Error replies other than redirections are returned, not thrown.
+    RedisReply run(std::optional<int> slot, const std::function<RedisReply(RedisConnection&)>& call);
+    // Commands grouped per master, one round trip per master; replies in the callers' order.
+    // Commands answered with a redirection are retried one by one, in order.
+    std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
+
+    // A connection to the master of `slot` (any master for nullopt), for callers that need one
+    // connection for several commands (their keys must share the slot).
+    PooledRedisConnection connection(std::optional<int> slot);
+    RedisPoolStats stats() const;
+    // Asks the cluster for the slot map now. Throws ConnectionError if no known node answers.
+    void refresh();
+    // "host:port" of the master serving `slot` in the current map ("" if unknown).
+    std::string master_of(int slot);
+
+private:
+    RedisConnectionPool& pool_for(const std::string& address);
+    RedisConnectionPool* owner(std::optional<int> slot);
+    void refresh_quietly() noexcept;
+    [[noreturn]] void unavailable(const std::string& why) const;
+
+    const RedisOptions options_;
+    mutable std::shared_mutex mutex_;  // guards slots_, pools_, masters_
+    std::array<RedisConnectionPool*, kRedisClusterSlots> slots_{};
+    std::map<std::string, std::unique_ptr<RedisConnectionPool>> pools_;  // never erased: stable pointers
+    std::map<RedisConnectionPool*, std::string> addresses_;
+    std::vector<RedisConnectionPool*> masters_;  // serving at least one slot
+    std::mutex refresh_mutex_;                   // one refresh at a time
+    std::atomic<bool> stale_{true};
+    std::atomic<unsigned> next_any_{0};
+};
+
+}  // namespace lockstep::detail

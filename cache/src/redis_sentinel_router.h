@@ -1,0 +1,67 @@
+// Internal: how RedisClient reaches a Sentinel-guarded master. The master's address is asked
+// from the sentinels (SENTINEL GET-MASTER-ADDR-BY-NAME, first one that answers, then confirmed
+// with ROLE on the master itself), kept, and asked again when:
+//   - a connection to the master cannot be made (the command was never sent): retried with
+//     backoff until failover_wait, then ClusterUnavailableError;
+//   - the master answers READONLY or MASTERDOWN (it was demoted; the command did not run);
+//   - a sentinel publishes +switch-master for this name (a subscription on one sentinel):
+//     the pools switch at once, without waiting for an error.
+// A connection that breaks after a command was written throws at once (it may have run), and
+// the next call asks the sentinels again.
+//
+// Thread safety: all members may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "lockstep/cache/redis_connection_pool.h"
+#include "lockstep/cache/redis_reply.h"
+#include "lockstep/cache/redis_subscriber.h"
+#include "lockstep/core/redis_options.h"
+
+namespace lockstep::detail {
+
+class RedisSentinelRouter {
+public:
+    explicit RedisSentinelRouter(RedisOptions options);
+    ~RedisSentinelRouter();
+
+    RedisReply run(const std::function<RedisReply(RedisConnection&)>& call);
+    std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
+    PooledRedisConnection connection();
+    RedisPoolStats stats() const;
+    // "host:port" of the master in use.
+    std::string master();
+    // Options of the master in use (for the subscriber).
+    RedisOptions master_options();
+    // Asks the sentinels now. Throws ConnectionError when none names a master that says so.
+    void rediscover();
+    // How many times the master in use changed (rediscovery or +switch-master).
+    std::uint64_t switches() const noexcept { return switches_.load(); }
+
+private:
+    RedisConnectionPool& current_pool();
+    void use(const std::string& address);
+    void watch_switches() noexcept;
+    [[noreturn]] void unavailable(const std::string& why) const;
+
+    const RedisOptions options_;
+    mutable std::shared_mutex mutex_;
+    std::map<std::string, std::unique_ptr<RedisConnectionPool>> pools_;  // never erased
+    RedisConnectionPool* current_ = nullptr;
+    std::string current_address_;
+    std::mutex rediscover_mutex_;
+    std::atomic<bool> stale_{true};
+    std::atomic<std::uint64_t> switches_{0};
+    std::unique_ptr<RedisSubscriber> sentinel_subscriber_;
+    RedisSubscriber::Subscription switch_subscription_;
+};
+
+}  // namespace lockstep::detail
