@@ -177,6 +177,18 @@ TableMap decode_table_map(Bytes event) {
     return map;
 }
 
+TableName decode_table_name(Bytes event) {
+    ByteReader r(event);
+    r.skip(kHeaderSize, "header");
+    TableName name;
+    name.table_id = r.le(6, "table id");
+    r.skip(2, "table map flags");
+    name.database = r.string(r.u8("database name length"), "database name");
+    r.skip(1, "database name terminator");
+    name.table = r.string(r.u8("table name length"), "table name");
+    return name;
+}
+
 std::optional<std::size_t> TableMap::column_index(std::string_view name) const {
     auto same = [](std::string_view a, std::string_view b) {
         return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {

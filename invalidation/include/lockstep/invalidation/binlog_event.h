@@ -112,6 +112,15 @@ struct TableMap {
 
 TableMap decode_table_map(Bytes event);
 
+// Only the table id and names of a TABLE_MAP: enough to decide whether to decode the rest (a
+// table nobody watches may have columns the decoder refuses).
+struct TableName {
+    std::uint64_t table_id = 0;
+    std::string database;
+    std::string table;
+};
+TableName decode_table_name(Bytes event);
+
 // One decoded column value.
 struct Value {
     enum class Kind : std::uint8_t { Absent, Null, Int, UInt, Double, Bytes, Text };
