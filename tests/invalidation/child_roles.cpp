@@ -13,6 +13,7 @@
 #include "lockstep/core/fault_point.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/strategies/fault_points.h"
+#include "lockstep/strategies/outbox.h"
 #include "lockstep/strategies/write_then_delete.h"
 
 namespace {
@@ -39,6 +40,7 @@ int writer_dies_after_commit_role() {
     RepositoryOptions o;
     o.key_prefix = env("PREFIX");
     o.strategy = std::make_shared<WriteThenDelete>();
+    if (env("OUTBOX") == "1") o.outbox = std::make_shared<Outbox>(pool, make_redis_entry_store(client));
     CachedRepository<Item> repo(item_entity(), pool, client, o);
     auto armed = fault::arm(std::string(repo_points::after_commit), [] {
         say("committed");
