@@ -221,7 +221,14 @@ void LocalServers::Impl::start_mysql_process() {
         "--tmpdir=" + dir.string(),
         "--port=" + std::to_string(mysql.port),
         "--bind-address=127.0.0.1",
-        "--skip-log-bin",
+        // Row-based binary log with full images and column metadata, so a binlog follower
+        // (invalidation/, C5 and C9) sees the primary key of every changed row, whoever wrote it.
+        // binlog_row_metadata can only be set at start-up.
+        "--log-bin=" + (dir / "mysql" / "binlog").string(),
+        "--binlog-format=ROW",
+        "--server-id=1",
+        "--binlog-row-image=FULL",
+        "--binlog-row-metadata=FULL",
         "--skip-name-resolve",
         "--innodb-buffer-pool-size=64M",
         // Test and demo data are disposable: do not fsync every commit.

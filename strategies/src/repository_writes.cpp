@@ -11,6 +11,7 @@
 #include "lockstep/core/logging.h"
 #include "lockstep/db/transaction.h"
 #include "lockstep/strategies/fault_points.h"
+#include "lockstep/strategies/outbox.h"
 #include "repository_state.h"
 
 namespace lockstep::detail {
@@ -28,7 +29,7 @@ public:
     const std::string& key() const noexcept override { return key_; }
     std::int64_t version() const noexcept override { return version_; }
 
-    void delete_now() override { state_.delete_key(key_); }
+    void delete_now() override { landed_ = state_.delete_key(key_) || landed_; }
     void delete_after(std::chrono::milliseconds delay) override { state_.delete_later(key_, delay); }
     void set_if_newer() override { set(FillMode::IfNewer); }
     void set_unconditionally() override { set(FillMode::Always); }
@@ -49,6 +50,7 @@ private:
         f.version = version_;
         try {
             state_.count_fill(state_.store->fill(f));
+            landed_ = true;
         } catch (const Error& e) {
             // The old value may still be cached: make sure it goes, later.
             bump(state_.c.deletes_failed);
@@ -62,6 +64,13 @@ private:
     std::string key_;
     std::int64_t version_;
     std::optional<std::string> entry_;
+
+public:
+    // True once a cache operation of this write reached Redis (its outbox row may then go).
+    bool landed() const noexcept { return landed_; }
+
+private:
+    bool landed_ = false;
 };
 
 // Takes the key's exclusive lock for a write. Redis unreachable: the write goes on without it
@@ -82,7 +91,9 @@ void lock_for_write(KeyLock& lock, const RepositoryCore::State& state, std::int6
 
 // COMMIT, with the fault points around it. When the outcome is unknown (the connection broke
 // during COMMIT) the write may have landed: delete the key anyway, then let the error surface.
-void commit(Transaction& tx, CoreWrite& write, const WriteStrategy& strategy) {
+void commit(Transaction& tx, CoreWrite& write, const WriteStrategy& strategy, Outbox* outbox) {
+    // The outbox row commits with the write or not at all (C5): see outbox.h.
+    std::int64_t outbox_row = outbox ? outbox->record(tx, write.key()) : 0;
     strategy.before_commit(write);
     fault::point(repo_points::before_commit);
     try {
@@ -93,6 +104,7 @@ void commit(Transaction& tx, CoreWrite& write, const WriteStrategy& strategy) {
     }
     fault::point(repo_points::after_commit);
     strategy.after_commit(write);
+    if (outbox && write.landed()) outbox->done(outbox_row);
 }
 
 // The row just written in `tx`, re-read and delivered to sink item 0: insert() and update()
@@ -175,7 +187,7 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
         tx.execute(fence ? sql.update_fenced : sql.update, params);
         auto entry = reread_written_row(tx, *this, id, sink, version);
         CoreWrite write(*this, WriteContext::Kind::Update, keys.value(id), version, std::move(entry));
-        commit(tx, write, *strategy);
+        commit(tx, write, *strategy, opts.outbox.get());
     }
     lock.release();
     return version;
@@ -217,7 +229,7 @@ std::int64_t RepositoryCore::State::insert(std::int64_t id, const ColumnValues& 
         tx.execute(sql.insert, params);
         auto entry = reread_written_row(tx, *this, id, sink, version);
         CoreWrite write(*this, WriteContext::Kind::Insert, keys.value(id), version, std::move(entry));
-        commit(tx, write, *strategy);
+        commit(tx, write, *strategy, opts.outbox.get());
     }
     lock.release();
     return id;
@@ -237,7 +249,7 @@ bool RepositoryCore::State::remove(std::int64_t id) {
         const auto version = row->get<std::int64_t>(spec.version_column);
         tx.execute(sql.remove, {id});
         CoreWrite write(*this, WriteContext::Kind::Remove, keys.value(id), version, std::nullopt);
-        commit(tx, write, *strategy);
+        commit(tx, write, *strategy, opts.outbox.get());
     }
     lock.release();
     return true;

@@ -11,6 +11,8 @@
 
 namespace lockstep {
 
+class Outbox;
+
 class RedisLockClient;
 
 struct RepositoryOptions {
@@ -58,6 +60,11 @@ struct RepositoryOptions {
 
     // Runs delayed and retried deletes. Null: the repository starts its own thread.
     std::shared_ptr<BackgroundScheduler> scheduler;
+
+    // Transactional outbox (outbox.h, C5): every write records its key in the write's own
+    // transaction; a writer that dies between COMMIT and its cache operation is replayed by any
+    // process's Outbox after `OutboxOptions::bound`. Null: no outbox.
+    std::shared_ptr<Outbox> outbox;
 };
 
 }  // namespace lockstep

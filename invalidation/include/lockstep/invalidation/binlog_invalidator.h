@@ -1,0 +1,126 @@
+// BinlogInvalidator: follows MariaDB's binary log as a replica does and deletes the cache key of
+// every changed row of a watched table, whoever changed it (the library, another service, an
+// operator's UPDATE). It closes C9 (a writer that bypasses the library) and C5 (a writer that
+// died after COMMIT, before its DEL) for every strategy; see docs/invalidation.md.
+//
+//   lockstep::RedisClient redis(servers.redis_options());
+//   lockstep::BinlogInvalidator follower(servers.mysql_options(), redis,
+//       lockstep::InvalidationMap({{.table = "products", .entity = "product"}}),
+//       {.name = "orders-service", .server_id = 4242});
+//   follower.start();                        // a background thread; or run() on your own
+//   ...
+//   follower.metrics().lag_p99_us            // receive -> deletes landed
+//
+// How it works, per transaction (GTID group) in the stream:
+//   - TABLE_MAP of a watched table: decoded (column names and the key column come from the
+//     FULL row metadata); ROWS events: the key column of the before image (UPDATE, DELETE) and of
+//     the after image (WRITE, UPDATE: a changed key deletes both keys) becomes a cache key of
+//     every entity bound to the table.
+//   - At the group's end (XID, or COMMIT): one pipelined DEL of its keys. Only then is the group's
+//     GTID "applied"; the applied position is saved (PositionStore) at most every
+//     `save_interval`, always after the deletes it covers: at-least-once.
+//   - What carries no keys gets a full flush of the affected entities' keys (SCAN + DEL): a
+//     statement-format change (a session that set binlog_format=STATEMENT), TRUNCATE / DDL on a
+//     watched table, a watched table with a column the decoder refuses, a key that is not a
+//     BIGINT, compressed events; and a lost position (binlogs purged past the saved GTID).
+//
+// Versioned strategies (WriteThrough, Lease): the follower DELs too. Under Lease a DEL also
+// removes a loader's marker, so that loader's fill is refused (C2 stays closed). Under
+// WriteThrough a reader that read the row before the bypassing write and fills after the DEL
+// can store its older version (the same C2 window WriteThenDelete has); docs/invalidation.md.
+//
+// Failures: a lost or silent server (no heartbeat within read_timeout), a restart, a Redis
+// outage: the follower retries with backoff and resumes from its last applied position; nothing
+// is skipped. Errors go to `on_error` and the metrics; run() returns only after stop().
+//
+// Thread safety: start/stop/run from one owner thread; metrics() and wait_caught_up() from any.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lockstep/core/mysql_options.h"
+#include "lockstep/invalidation/invalidation_map.h"
+
+namespace lockstep {
+
+class RedisClient;
+
+struct BinlogInvalidatorOptions {
+    // Names this follower's row in lockstep_binlog_position.
+    std::string name = "default";
+    // The replica id it registers with: distinct from the server's and every other follower's.
+    std::uint32_t server_id = 4242;
+    // Server heartbeat period, and the read timeout that declares the server dead or paused.
+    std::chrono::milliseconds heartbeat{250};
+    std::chrono::milliseconds read_timeout{1000};
+    // The applied position is saved at most this often (and on stop).
+    std::chrono::milliseconds save_interval{200};
+    // Backoff between reconnects / Redis retries: doubles from min to max.
+    std::chrono::milliseconds retry_min{20};
+    std::chrono::milliseconds retry_max{1000};
+    // With no saved position: start at the server's current position, after flushing every bound
+    // entity's keys (true, safe) or without flushing (false: writes before the first start are
+    // not invalidated).
+    bool flush_on_fresh_start = true;
+    // Called (on the follower thread) with every error it recovers from.
+    std::function<void(std::exception_ptr)> on_error;
+};
+
+struct InvalidatorMetrics {
+    std::uint64_t events = 0;
+    std::uint64_t transactions = 0;      // groups applied
+    std::uint64_t rows = 0;              // changed rows of watched tables
+    std::uint64_t keys_deleted = 0;      // DELs sent (a key may count twice)
+    std::uint64_t flushes = 0;           // full flushes of one entity
+    std::uint64_t flushed_keys = 0;
+    std::uint64_t statement_events = 0;  // QUERY events that changed a watched table
+    std::uint64_t reconnects = 0;
+    std::uint64_t heartbeats = 0;
+    std::uint64_t redis_errors = 0;
+    std::uint64_t positions_lost = 0;
+    std::uint64_t positions_saved = 0;
+    std::string applied_gtid;
+    std::string saved_gtid;
+    // Server time of the last applied event to now, in seconds; 0 when caught up (a heartbeat
+    // with nothing pending). The binlog's timestamps have one-second resolution.
+    double seconds_behind = 0;
+    // Receive of a group's first event -> its deletes landed, over the last 65536 groups.
+    double lag_p50_us = 0;
+    double lag_p99_us = 0;
+    double lag_max_us = 0;
+    bool connected = false;
+};
+
+class BinlogInvalidator {
+public:
+    // `redis` is borrowed and must outlive the follower. Opens a small MySQL pool for the
+    // position table (created if missing). Throws ConfigError on a bad map.
+    BinlogInvalidator(MysqlOptions mysql, RedisClient& redis, InvalidationMap map, BinlogInvalidatorOptions options = {});
+    ~BinlogInvalidator();  // stop()
+    BinlogInvalidator(const BinlogInvalidator&) = delete;
+    BinlogInvalidator& operator=(const BinlogInvalidator&) = delete;
+
+    // Runs the follower on a background thread.
+    void start();
+    // Stops it (within about one heartbeat), saving the applied position. Idempotent.
+    void stop();
+    // Runs the follower on the calling thread until stop() is called from another.
+    void run();
+
+    InvalidatorMetrics metrics() const;
+    // Blocks until the stream is connected and every transaction the server had committed when
+    // this was called has been applied (its keys deleted). False on timeout.
+    bool wait_caught_up(std::chrono::milliseconds timeout);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,487 @@
+// The follower loop: stream -> transaction groups -> deletes -> applied position -> saved
+// position. The stages and their invariant:
+//   read_event   one event into the current group (keys and entities to flush)
+//   finish_group the group's deletes land in Redis (retried until they do), THEN its GTID is
+//                applied, THEN maybe saved: a saved position never runs ahead of the deletes.
+#include "lockstep/invalidation/binlog_invalidator.h"
+
+#include <algorithm>
+#include <cctype>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "lockstep/cache/redis_client.h"
+#include "lockstep/core/logging.h"
+#include "lockstep/db/mysql_pool.h"
+#include "lockstep/invalidation/binlog_event.h"
+#include "lockstep/invalidation/binlog_stream.h"
+#include "lockstep/invalidation/gtid_state.h"
+#include "lockstep/invalidation/position_store.h"
+
+namespace lockstep {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string upper_prefix(const std::string& s, std::size_t n) {
+    std::string out;
+    for (char c : s) {
+        if (out.empty() && std::isspace(static_cast<unsigned char>(c))) continue;
+        if (out.size() == n) break;
+        out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    return out;
+}
+
+bool contains_word_ci(const std::string& text, const std::string& word) {
+    auto lower = [](std::string s) {
+        for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return s;
+    };
+    std::string t = lower(text), w = lower(word);
+    auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; };
+    for (std::size_t at = t.find(w); at != std::string::npos; at = t.find(w, at + 1)) {
+        bool left = at == 0 || !ident(t[at - 1]);
+        bool right = at + w.size() >= t.size() || !ident(t[at + w.size()]);
+        if (left && right) return true;
+    }
+    return false;
+}
+
+// A fixed window of recent lag samples, for percentiles.
+class LagWindow {
+public:
+    void add(double us) {
+        if (samples_.size() < kSize) {
+            samples_.push_back(us);
+        } else {
+            samples_[next_] = us;
+            next_ = (next_ + 1) % kSize;
+        }
+    }
+    void fill(InvalidatorMetrics& m) const {
+        if (samples_.empty()) return;
+        std::vector<double> s = samples_;
+        std::sort(s.begin(), s.end());
+        auto at = [&](double q) { return s[std::min(s.size() - 1, static_cast<std::size_t>(q * static_cast<double>(s.size())))]; };
+        m.lag_p50_us = at(0.50);
+        m.lag_p99_us = at(0.99);
+        m.lag_max_us = s.back();
+    }
+
+private:
+    static constexpr std::size_t kSize = 65536;
+    std::vector<double> samples_;
+    std::size_t next_ = 0;
+};
+
+// One transaction's worth of work.
+struct Group {
+    bool open = false;
+    bool standalone = false;
+    binlog::Gtid gtid;
+    std::uint32_t timestamp = 0;
+    Clock::time_point first_event;
+    std::set<std::string> keys;
+    std::set<const TableBinding*> flush;
+};
+
+// What the follower knows about a table id in the current stream.
+struct TableState {
+    std::optional<binlog::TableMap> map;          // watched and decodable
+    std::vector<const TableBinding*> bindings;    // empty: not watched
+};
+
+}  // namespace
+
+struct BinlogInvalidator::Impl {
+    MysqlOptions mysql;
+    RedisClient& redis;
+    InvalidationMap map;
+    BinlogInvalidatorOptions options;
+    MysqlPool position_pool;
+    PositionStore positions;
+
+    std::atomic<bool> stopping{false};
+    std::thread thread;
+
+    // Follower-thread state.
+    std::unordered_map<std::uint64_t, TableState> tables;
+    Group group;
+    Clock::time_point last_save{};
+    bool dirty = false;
+
+    mutable std::mutex mutex;  // guards metrics, lag, applied
+    std::condition_variable applied_changed;
+    InvalidatorMetrics m;
+    LagWindow lag;
+    GtidState applied;
+    std::uint32_t last_timestamp = 0;
+
+    Impl(MysqlOptions mysql_in, RedisClient& redis_in, InvalidationMap map_in, BinlogInvalidatorOptions options_in)
+        : mysql(std::move(mysql_in)),
+          redis(redis_in),
+          map(std::move(map_in)),
+          options(std::move(options_in)),
+          position_pool(pool_options(mysql, options.read_timeout)),
+          positions(position_pool) {}
+
+    // The position pool must not block the follower longer than the stream would: a paused
+    // server is noticed by the read timeout here too.
+    static MysqlOptions pool_options(MysqlOptions o, std::chrono::milliseconds read_timeout) {
+        o.pool_size = 2;
+        o.read_timeout = std::max(read_timeout, std::chrono::milliseconds(1000));
+        o.write_timeout = o.read_timeout;
+        return o;
+    }
+
+    void report(std::exception_ptr e) {
+        if (options.on_error) options.on_error(e);
+    }
+    template <class F>
+    void count(F&& f) {
+        std::lock_guard lock(mutex);
+        f(m);
+    }
+
+    // Sleeps `d` unless stop() is called meanwhile. False when stopping.
+    bool pause(std::chrono::milliseconds d) {
+        auto until = Clock::now() + d;
+        while (!stopping.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return !stopping.load();
+    }
+
+    // ---- Redis side -------------------------------------------------------------------------
+
+    void delete_keys(const std::vector<std::string>& keys) {
+        for (std::size_t at = 0; at < keys.size(); at += 512) {
+            std::vector<std::vector<std::string>> commands;
+            for (std::size_t i = at; i < std::min(keys.size(), at + 512); ++i) commands.push_back({"DEL", keys[i]});
+            for (const auto& reply : redis.pipeline(commands)) reply.throw_if_error();
+        }
+    }
+
+    // Every value key of one entity (SCAN on this node; on a cluster every master would need it).
+    std::uint64_t flush_binding(const TableBinding& b) {
+        std::string cursor = "0", pattern = map.scan_pattern(b);
+        std::uint64_t n = 0;
+        do {
+            RedisReply reply = redis.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+            cursor = reply.elements().at(0).str();
+            std::vector<std::string> keys;
+            for (const auto& k : reply.elements().at(1).elements()) keys.push_back(k.str());
+            delete_keys(keys);
+            n += keys.size();
+        } while (cursor != "0");
+        return n;
+    }
+
+    // Retries until the deletes land or stop() is called. True when they landed.
+    bool apply(const std::set<std::string>& keys, const std::set<const TableBinding*>& flush) {
+        std::vector<std::string> list(keys.begin(), keys.end());
+        auto backoff = options.retry_min;
+        for (;;) {
+            try {
+                std::uint64_t flushed = 0;
+                for (const TableBinding* b : flush) flushed += flush_binding(*b);
+                delete_keys(list);
+                count([&](InvalidatorMetrics& mm) {
+                    mm.keys_deleted += list.size();
+                    mm.flushes += flush.size();
+                    mm.flushed_keys += flushed;
+                });
+                return true;
+            } catch (const Error&) {
+                count([](InvalidatorMetrics& mm) { ++mm.redis_errors; });
+                report(std::current_exception());
+                if (!pause(backoff)) return false;
+                backoff = std::min(options.retry_max, backoff * 2);
+            }
+        }
+    }
+
+    void flush_all() {
+        std::set<const TableBinding*> all;
+        for (const auto& b : map.bindings()) all.insert(&b);
+        apply({}, all);
+    }
+
+    // ---- position ---------------------------------------------------------------------------
+
+    void save_position(bool force) {
+        if (!dirty || (!force && Clock::now() - last_save < options.save_interval)) return;
+        std::string gtid;
+        {
+            std::lock_guard lock(mutex);
+            gtid = applied.to_string();
+        }
+        try {
+            positions.save(options.name, gtid);
+            dirty = false;
+            last_save = Clock::now();
+            count([&](InvalidatorMetrics& mm) {
+                ++mm.positions_saved;
+                mm.saved_gtid = gtid;
+            });
+        } catch (const Error&) {
+            report(std::current_exception());  // retried at the next group or heartbeat
+        }
+    }
+
+    void set_applied(const GtidState& state) {
+        {
+            std::lock_guard lock(mutex);
+            applied = state;
+            m.applied_gtid = applied.to_string();
+        }
+        dirty = true;
+        applied_changed.notify_all();
+    }
+
+    // ---- the stream -------------------------------------------------------------------------
+
+    void finish_group() {
+        if (!group.open) return;
+        if (!apply(group.keys, group.flush)) return;  // stopping: the group is replayed later
+        auto now = Clock::now();
+        double us = std::chrono::duration<double, std::micro>(now - group.first_event).count();
+        {
+            std::lock_guard lock(mutex);
+            applied.update(group.gtid);
+            m.applied_gtid = applied.to_string();
+            ++m.transactions;
+            lag.add(us);
+            last_timestamp = group.timestamp;
+        }
+        dirty = true;
+        applied_changed.notify_all();
+        group = Group{};
+        save_position(false);
+    }
+
+    void on_table_map(binlog::Bytes ev) {
+        binlog::TableName name = binlog::decode_table_name(ev);
+        TableState state;
+        state.bindings = map.bindings_for(name.database, name.table);
+        if (!state.bindings.empty()) {
+            try {
+                state.map = binlog::decode_table_map(ev);
+            } catch (const UnsupportedColumnError&) {
+                // A watched table the decoder cannot read: its changes are flushed, never missed.
+                report(std::current_exception());
+            }
+        }
+        tables[name.table_id] = std::move(state);
+    }
+
+    void on_rows(binlog::Bytes ev) {
+        auto it = tables.find(binlog::rows_event_table_id(ev));
+        if (it == tables.end() || it->second.bindings.empty()) return;
+        const TableState& t = it->second;
+        if (!t.map) {
+            for (const auto* b : t.bindings) group.flush.insert(b);
+            return;
+        }
+        binlog::RowsEvent rows = binlog::decode_rows(ev, *t.map);
+        count([&](InvalidatorMetrics& mm) { mm.rows += rows.rows.size(); });
+        for (const auto* b : t.bindings) {
+            auto column = t.map->column_index(b->key_column);
+            if (!column && t.map->primary_key.size() == 1) column = t.map->primary_key[0];
+            for (const auto& change : rows.rows) {
+                for (const binlog::RowImage* image : {&change.before, &change.after}) {
+                    if (image->empty()) continue;
+                    std::optional<std::int64_t> id;
+                    if (column && *column < image->size()) id = (*image)[*column].as_int64();
+                    if (id) {
+                        group.keys.insert(map.key(*b, *id));
+                    } else {
+                        group.flush.insert(b);  // no usable key in this image: flush the entity
+                    }
+                }
+            }
+        }
+    }
+
+    void on_query(binlog::Bytes ev) {
+        binlog::QueryEvent q = binlog::decode_query(ev);
+        std::string head = upper_prefix(q.query, 8);
+        if (head.rfind("BEGIN", 0) == 0) return;
+        if (head.rfind("COMMIT", 0) == 0) {
+            finish_group();
+            return;
+        }
+        if (head.rfind("SAVEPOIN", 0) != 0 && head.rfind("ROLLBACK", 0) != 0) {
+            // A statement-format change or DDL: no row images, so every entity of every watched
+            // table the statement names is flushed.
+            bool touched = false;
+            for (const auto& b : map.bindings()) {
+                if (contains_word_ci(q.query, b.table)) {
+                    group.flush.insert(&b);
+                    touched = true;
+                }
+            }
+            if (touched) count([](InvalidatorMetrics& mm) { ++mm.statement_events; });
+        }
+        if (group.standalone) finish_group();
+    }
+
+    void read_event(const std::vector<std::uint8_t>& bytes) {
+        binlog::Bytes ev(bytes);
+        binlog::EventHeader h = binlog::decode_header(ev);
+        count([](InvalidatorMetrics& mm) { ++mm.events; });
+        switch (h.type) {
+            case binlog::EventType::Heartbeat:
+                count([](InvalidatorMetrics& mm) { ++mm.heartbeats; });
+                if (!group.open) {
+                    std::lock_guard lock(mutex);
+                    last_timestamp = 0;  // nothing pending: caught up
+                }
+                save_position(false);
+                return;
+            case binlog::EventType::Gtid: {
+                finish_group();  // a group without XID/COMMIT (should not happen) still lands
+                group = Group{};
+                group.open = true;
+                group.gtid = binlog::decode_gtid(ev);
+                group.standalone = group.gtid.standalone;
+                group.timestamp = h.timestamp;
+                group.first_event = Clock::now();
+                return;
+            }
+            case binlog::EventType::TableMap: on_table_map(ev); return;
+            case binlog::EventType::Query: on_query(ev); return;
+            case binlog::EventType::Xid: finish_group(); return;
+            default: break;
+        }
+        if (binlog::is_rows_event(h.type)) {
+            on_rows(ev);
+        } else if (binlog::is_compressed_event(h.type)) {
+            for (const auto& b : map.bindings()) group.flush.insert(&b);  // cannot read: flush all
+        }
+    }
+
+    // Where to start: the saved position, or (fresh) the server's current one.
+    void initial_position() {
+        std::optional<std::string> saved = positions.load(options.name);
+        if (saved) {
+            set_applied(GtidState::parse(*saved));
+            dirty = false;
+            count([&](InvalidatorMetrics& mm) { mm.saved_gtid = *saved; });
+            return;
+        }
+        GtidState now = GtidState::parse(BinlogStream::current_gtid(mysql));
+        if (options.flush_on_fresh_start) flush_all();
+        set_applied(now);
+        save_position(true);
+    }
+
+    // The position is gone (binlogs purged): flush everything, continue from now. The current
+    // position is read BEFORE the flush, so a write committed during the flush is still seen.
+    void recover_lost_position() {
+        count([](InvalidatorMetrics& mm) { ++mm.positions_lost; });
+        GtidState now = GtidState::parse(BinlogStream::current_gtid(mysql));
+        flush_all();
+        set_applied(now);
+        save_position(true);
+    }
+
+    void follow_once() {
+        std::string start;
+        {
+            std::lock_guard lock(mutex);
+            start = applied.to_string();
+        }
+        BinlogStream stream({.mysql = mysql,
+                             .server_id = options.server_id,
+                             .start_gtid = start,
+                             .heartbeat = options.heartbeat,
+                             .read_timeout = options.read_timeout});
+        stream.open();
+        tables.clear();
+        group = Group{};
+        count([](InvalidatorMetrics& mm) { mm.connected = true; });
+        applied_changed.notify_all();
+        while (!stopping.load()) read_event(stream.next().bytes);
+    }
+
+    void run() {
+        auto backoff = options.retry_min;
+        bool started = false;
+        while (!stopping.load()) {
+            try {
+                if (!started) {
+                    initial_position();
+                    started = true;
+                }
+                follow_once();
+            } catch (const BinlogPositionLostError&) {
+                report(std::current_exception());
+                try {
+                    recover_lost_position();
+                } catch (const Error&) {
+                    report(std::current_exception());
+                    pause(backoff);
+                }
+            } catch (const Error&) {
+                report(std::current_exception());
+                count([](InvalidatorMetrics& mm) {
+                    ++mm.reconnects;
+                    mm.connected = false;
+                });
+                if (!pause(backoff)) break;
+                backoff = std::min(options.retry_max, backoff * 2);
+                continue;
+            }
+            backoff = options.retry_min;
+        }
+        count([](InvalidatorMetrics& mm) { mm.connected = false; });
+        save_position(true);
+    }
+};
+
+BinlogInvalidator::BinlogInvalidator(MysqlOptions mysql, RedisClient& redis, InvalidationMap map,
+                                     BinlogInvalidatorOptions options)
+    : impl_(std::make_unique<Impl>(std::move(mysql), redis, std::move(map), std::move(options))) {}
+
+BinlogInvalidator::~BinlogInvalidator() { stop(); }
+
+void BinlogInvalidator::start() {
+    if (impl_->thread.joinable()) return;
+    impl_->stopping = false;
+    impl_->thread = std::thread([this] { impl_->run(); });
+}
+
+void BinlogInvalidator::stop() {
+    impl_->stopping = true;
+    if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void BinlogInvalidator::run() {
+    impl_->stopping = false;
+    impl_->run();
+}
+
+InvalidatorMetrics BinlogInvalidator::metrics() const {
+    std::lock_guard lock(impl_->mutex);
+    InvalidatorMetrics out = impl_->m;
+    impl_->lag.fill(out);
+    if (impl_->last_timestamp != 0) {
+        auto now = std::chrono::system_clock::now().time_since_epoch();
+        out.seconds_behind = std::max(0.0, std::chrono::duration<double>(now).count() - impl_->last_timestamp);
+    }
+    return out;
+}
+
+bool BinlogInvalidator::wait_caught_up(std::chrono::milliseconds timeout) {
+    GtidState target = GtidState::parse(BinlogStream::current_gtid(impl_->mysql));
+    std::unique_lock lock(impl_->mutex);
+    return impl_->applied_changed.wait_for(lock, timeout,
+                                          [&] { return impl_->m.connected && impl_->applied.covers(target); });
+}
+
+}  // namespace lockstep
