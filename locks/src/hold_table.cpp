@@ -65,7 +65,7 @@ std::vector<std::shared_ptr<Hold>> HoldTable::all() const {
 }
 
 bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kind, SteadyTime deadline,
-                     const std::function<void(const LockLoss&)>& on_lost) {
+                     const LockOptions& options) {
     if (auto h = find(name, kind)) {
         // Re-entry (L6) never goes to the backend; a hold known lost is not silently re-entered.
         if (h->lost.load()) throw LockLostError("lock '" + name + "': re-entering a hold that was lost");
@@ -77,7 +77,8 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     hold->kind = kind;
     hold->thread = this_thread_number();
     hold->owner = id_ + ":" + std::to_string(hold->thread);
-    hold->on_lost = on_lost;
+    hold->lease = options.lease;
+    hold->on_lost = options.on_lost;
     if (!backend.acquire(*hold, deadline)) return false;
     hold->count = 1;
     std::lock_guard g(mu_);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "lockstep/locks/lock_loss.h"
+#include "lockstep/locks/lock_options.h"
 
 namespace lockstep::locks_detail {
 
@@ -43,6 +44,7 @@ struct Hold {
     int count = 0;         // reentrant count; touched by the owning thread only
     FenceToken token = 0;  // 0 for read holds
     std::atomic<bool> lost{false};
+    std::chrono::milliseconds lease{0};            // the lock's LockOptions::lease
     std::function<void(const LockLoss&)> on_lost;  // the lock's callback
     std::shared_ptr<void> state;                   // the backend's (pinned session, node path)
 };
@@ -66,10 +68,9 @@ public:
     const std::string& service_id() const noexcept { return id_; }
 
     // The acquire flow: re-entry (count + 1; LockLostError if the hold is known lost), or a new
-    // acquisition through `backend`, registered on success. TimeoutError when `max_wait` is set,
-    // `timeout_is_error` and the deadline passes.
+    // acquisition through `backend`, registered on success. False when `deadline` passed.
     bool lock(HoldBackend& backend, const std::string& name, HoldKind kind, SteadyTime deadline,
-              const std::function<void(const LockLoss&)>& on_lost);
+              const LockOptions& options);
     // The release flow: NotOwnerError without a hold (unless the last unlock of this lock by this
     // thread threw LockLostError: then a no-op, for std guards), LockLostError for a lost hold.
     void unlock(HoldBackend& backend, const std::string& name, HoldKind kind);

@@ -2,6 +2,7 @@
 #include "lockstep/core/uri.h"
 #include "lockstep/locks/in_memory_lock_service.h"
 #include "lockstep/locks/lock_service.h"
+#include "lockstep/locks/mysql_lock_service.h"
 #include "lockstep/locks/redis_lock_service.h"
 
 namespace lockstep {
@@ -9,6 +10,9 @@ namespace lockstep {
 void register_builtin_lock_backends() {
     register_lock_backend("redis", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
         return std::make_unique<RedisLockService>(parse_redis_url(url), std::move(o));
+    });
+    register_lock_backend("mysql", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
+        return std::make_unique<MysqlLockService>(parse_mysql_url(url), std::move(o));
     });
     register_lock_backend("memory", [](std::string_view, LockServiceOptions o) -> std::unique_ptr<LockService> {
         return std::make_unique<InMemoryLockService>(std::move(o));

@@ -6,6 +6,8 @@
 #include "lockstep/core/error.h"
 #include "lockstep/locks/in_memory_lock_service.h"
 #include "lockstep/locks/lock_keys.h"
+#include "lockstep/locks/mysql_lock_service.h"
+#include "lockstep/db/mysql_connection.h"
 #include "test_servers.h"
 
 namespace lockstep::test {
@@ -17,6 +19,7 @@ std::string backend_url(const std::string& backend) {
     if (const char* url = std::getenv("LOCKSTEP_CT_URL"); url && *url) return url;
     if (backend == "memory") return "memory:";
     if (backend == "redis") return servers().redis_url();
+    if (backend == "mysql") return servers().mysql_url();
     return "";
 }
 
@@ -29,6 +32,10 @@ BackendTraits backend_traits(const std::string& backend) {
         t.short_lease.lease = 600ms;  // renewed every 200 ms while the holder runs
         t.kill_bound = 600ms;         // the lease
         t.stop_bound = 600ms;
+    } else if (backend == "mysql") {
+        t.short_lease.lease = 1000ms;  // the pinned session's wait_timeout (whole seconds)
+        t.kill_bound = 300ms;          // the server ends a killed client's session when its socket closes
+        t.stop_bound = 1000ms;         // wait_timeout
     }
     return t;
 }
@@ -46,6 +53,14 @@ void force_loss(const std::string& backend, LockService& holder, const std::stri
         RedisClient redis(servers().redis_options());
         LockKeys keys(prefix, name);
         redis.del({keys.mutex(), keys.rw_writer(), keys.rw_readers(), keys.rw_reader_expiry()});
+    } else if (backend == "mysql") {
+        // The way a MySQL hold is lost: its session ends (KILL, server restart, wait_timeout).
+        MysqlConnection admin(servers().mysql_options());
+        const std::string server_name = dynamic_cast<MysqlLockService&>(holder).lock_name(name);
+        auto row = admin.query_one("SELECT IS_USED_LOCK(?) AS id", {server_name});
+        const auto id = row ? row->get<std::optional<std::int64_t>>("id") : std::nullopt;
+        if (!id) throw ConfigError("name", "force_loss: nobody holds " + server_name);
+        admin.execute_unprepared("KILL CONNECTION " + std::to_string(*id));
     } else {
         throw ConfigError("backend", "force_loss: unknown backend " + backend);
     }

@@ -36,6 +36,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 
 struct Memory { static constexpr const char* name = "memory"; };
 struct Redis { static constexpr const char* name = "redis"; };
+struct Mysql { static constexpr const char* name = "mysql"; };
 
 template <class B>
 class LockConformance : public ::testing::Test {
@@ -66,7 +67,7 @@ struct BackendName {
     static std::string GetName(int) { return B::name; }
 };
 
-using Backends = ::testing::Types<Memory, Redis>;
+using Backends = ::testing::Types<Memory, Redis, Mysql>;
 TYPED_TEST_SUITE(LockConformance, Backends, BackendName);
 
 TYPED_TEST(LockConformance, ReentryKeepsTheHoldAndItsToken) {
@@ -228,6 +229,7 @@ TYPED_TEST(LockConformance, KilledHolderFreesTheLockWithinItsBound) {
     const double bound_ms = std::chrono::duration<double, std::milli>(this->traits_.kill_bound).count() + 1000;
     EXPECT_LE(freed_ms, bound_ms);
     m->unlock();
+
 }
 
 TYPED_TEST(LockConformance, StoppedHolderLosesTheLockAndItsFencedWriteIsRefused) {

@@ -146,7 +146,7 @@ public:
     }
     bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
     bool try_lock_until_steady(SteadyTime deadline) override {
-        return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_.on_lost);
+        return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
     }
     void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Mutex); }
     bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
@@ -170,13 +170,13 @@ public:
         if (s_->table.count(name_, HoldKind::Write) == 0 && s_->table.count(name_, HoldKind::Read) > 0) {
             throw LockUpgradeError("lock '" + name_ + "': read -> write upgrade refused; unlock_shared() first");
         }
-        return s_->table.lock(*s_, name_, HoldKind::Write, deadline, o_.on_lost);
+        return s_->table.lock(*s_, name_, HoldKind::Write, deadline, o_);
     }
     void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Write); }
     void lock_shared() override { wait_or_throw(true); }
     bool try_lock_shared() override { return try_lock_shared_until_steady(SteadyTime::min()); }
     bool try_lock_shared_until_steady(SteadyTime deadline) override {
-        return s_->table.lock(*s_, name_, HoldKind::Read, deadline, o_.on_lost);
+        return s_->table.lock(*s_, name_, HoldKind::Read, deadline, o_);
     }
     void unlock_shared() override { s_->table.unlock(*s_, name_, HoldKind::Read); }
     bool lost() const override {
