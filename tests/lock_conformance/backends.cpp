@@ -9,10 +9,30 @@
 #include "lockstep/locks/mysql_lock_service.h"
 #include "lockstep/db/mysql_connection.h"
 #include "test_servers.h"
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+#include <iostream>
+
+#include "lockstep/locks/zookeeper_lock_service.h"
+#include "lockstep/servers/local_zookeeper.h"
+#endif
 
 namespace lockstep::test {
 
 using namespace std::chrono_literals;
+
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+// Started on first use (2-5 s of JVM start, measured and printed), stopped at exit.
+LocalZooKeeper& zookeeper() {
+    static LocalZooKeeper instance{LocalZooKeeperOptions{}};
+    static const bool printed = [] {
+        std::cout << "[ measure ] zookeeper: private server answered srvr after " << instance.startup_time().count()
+                  << " ms\n";
+        return true;
+    }();
+    (void)printed;
+    return instance;
+}
+#endif
 
 std::string backend_url(const std::string& backend) {
     // A child process gets its parent's URL (it must not start servers of its own).
@@ -20,6 +40,10 @@ std::string backend_url(const std::string& backend) {
     if (backend == "memory") return "memory:";
     if (backend == "redis") return servers().redis_url();
     if (backend == "mysql") return servers().mysql_url();
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    // Short sessions, so a killed or stopped holder's nodes go within the test's bound.
+    if (backend == "zookeeper") return zookeeper().url() + "?session_timeout_ms=1500";
+#endif
     return "";
 }
 
@@ -36,6 +60,9 @@ BackendTraits backend_traits(const std::string& backend) {
         t.short_lease.lease = 1000ms;  // the pinned session's wait_timeout (whole seconds)
         t.kill_bound = 300ms;          // the server ends a killed client's session when its socket closes
         t.stop_bound = 1000ms;         // wait_timeout
+    } else if (backend == "zookeeper") {
+        t.kill_bound = 1500ms;  // the session timeout
+        t.stop_bound = 1500ms;
     }
     return t;
 }
@@ -61,6 +88,12 @@ void force_loss(const std::string& backend, LockService& holder, const std::stri
         const auto id = row ? row->get<std::optional<std::int64_t>>("id") : std::nullopt;
         if (!id) throw ConfigError("name", "force_loss: nobody holds " + server_name);
         admin.execute_unprepared("KILL CONNECTION " + std::to_string(*id));
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    } else if (backend == "zookeeper") {
+        (void)prefix;
+        (void)name;
+        dynamic_cast<ZooKeeperLockService&>(holder).expire_session();
+#endif
     } else {
         throw ConfigError("backend", "force_loss: unknown backend " + backend);
     }

@@ -37,6 +37,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 struct Memory { static constexpr const char* name = "memory"; };
 struct Redis { static constexpr const char* name = "redis"; };
 struct Mysql { static constexpr const char* name = "mysql"; };
+struct ZooKeeper { static constexpr const char* name = "zookeeper"; };
 
 template <class B>
 class LockConformance : public ::testing::Test {
@@ -67,7 +68,7 @@ struct BackendName {
     static std::string GetName(int) { return B::name; }
 };
 
-using Backends = ::testing::Types<Memory, Redis, Mysql>;
+using Backends = ::testing::Types<Memory, Redis, Mysql, ZooKeeper>;
 TYPED_TEST_SUITE(LockConformance, Backends, BackendName);
 
 TYPED_TEST(LockConformance, ReentryKeepsTheHoldAndItsToken) {
