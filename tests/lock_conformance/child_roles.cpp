@@ -16,6 +16,9 @@
 #include "lockstep/core/uri.h"
 #include "lockstep/db/fenced_write.h"
 #include "lockstep/db/mysql_pool.h"
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+#include "lockstep/servers/local_zookeeper.h"
+#endif
 
 namespace {
 
@@ -95,6 +98,16 @@ int hold_role() {
     }
 }
 
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+// Starts a private ZooKeeper and waits to be killed (the reaper test).
+int zk_owner_role() {
+    LocalZooKeeper zk;
+    say("ZK " + std::to_string(zk.pid()));
+    next_command();
+    return 0;
+}
+#endif
+
 struct RunChildRole {
     RunChildRole() {
         const std::string role = env("LOCKSTEP_CONFORMANCE_CHILD");
@@ -103,6 +116,9 @@ struct RunChildRole {
         try {
             if (role == "count") rc = count_role();
             if (role == "hold") rc = hold_role();
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+            if (role == "zk-owner") rc = zk_owner_role();
+#endif
         } catch (const std::exception& e) {
             say(std::string("ERROR ") + e.what());
             rc = 4;

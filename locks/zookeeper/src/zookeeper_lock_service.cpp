@@ -88,6 +88,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     int zstate = 0;                       // last session state seen for zh
     std::uint64_t session = 0;            // generation: bumped per new handle
     bool expired = false;                 // zh's session expired: replace it before use
+    bool expiry_reported = false;         // and its holds were reported lost
     SteadyTime disconnected_since{};      // set while not connected
     std::map<std::string, int> fired;     // watched path -> watch events seen (waiters compare)
     ZooKeeperLockStats stats;
@@ -119,8 +120,12 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 ++stats.watches_fired;
             }
         }
+        if (lost_all) {
+            report_all(LockLossReason::Expired, "the ZooKeeper session expired");
+            std::lock_guard g(mu);
+            expiry_reported = true;
+        }
         changed.notify_all();
-        if (lost_all) report_all(LockLossReason::Expired, "the ZooKeeper session expired");
     }
 
     void report_all(LockLossReason reason, const std::string& why) {
@@ -146,6 +151,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             zh = h;
             zstate = 0;
             expired = false;
+            expiry_reported = false;
             ++session;
             ++stats.sessions;
             disconnected_since = SteadyClock::now();
@@ -489,7 +495,7 @@ void ZooKeeperLockService::expire_session() {
     for (int i = 0; i < 500 && zoo_state(other) != ZOO_CONNECTED_STATE; ++i) std::this_thread::sleep_for(10ms);
     zookeeper_close(other);
     std::unique_lock g(state_->mu);
-    state_->changed.wait_for(g, 10s, [&] { return state_->expired; });
+    state_->changed.wait_for(g, 10s, [&] { return state_->expiry_reported; });
 }
 
 std::chrono::milliseconds ZooKeeperLockService::session_timeout() const {
