@@ -6,8 +6,8 @@
 
 #include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
-#include "lockstep/locks/redis_mutex.h"
-#include "lockstep/locks/redis_read_write_lock.h"
+#include "lockstep/locks/lock_service.h"
+#include "lockstep/locks/redis_lock_service.h"
 #include "lockstep/strategies/fault_points.h"
 #include "lockstep/strategies/write_then_delete.h"
 #include "repository_state.h"
@@ -33,8 +33,12 @@ RepositoryOptions validated(RepositoryOptions o) {
     if (o.delete_retry_initial <= milliseconds(0)) throw ConfigError("delete_retry_initial", "must be positive");
     if (o.delete_retry_max < o.delete_retry_initial) throw ConfigError("delete_retry_max", "must be >= delete_retry_initial");
     if (o.cache_retry_after < milliseconds(0)) throw ConfigError("cache_retry_after", "must not be negative");
-    if (o.lock_mode != LockMode::None && o.lock_client == nullptr) {
-        throw ConfigError("lock_client", "lock mode " + std::string(to_string(o.lock_mode)) + " needs a RedisLockClient");
+    if (o.lock_mode != LockMode::None && o.lock_service == nullptr && o.lock_client == nullptr) {
+        throw ConfigError("lock_service", "lock mode " + std::string(to_string(o.lock_mode)) + " needs a LockService");
+    }
+    if (o.lock_mode == LockMode::ReadWrite && o.lock_service != nullptr && !o.lock_service->supports_read_write()) {
+        throw ConfigError("lock_service", "lock mode ReadWrite needs read-write locks; the " +
+                                              std::string(o.lock_service->backend()) + " backend has none");
     }
     return o;
 }
@@ -71,6 +75,11 @@ RepositoryCore::State::State(TableSpec spec_in, MysqlPool& db_in, std::shared_pt
       scheduler(scheduler_in) {
     if (!store) throw ConfigError("store", "missing");
     max_entry_lifetime = std::max({opts.ttl + opts.ttl_jitter, opts.negative_ttl, opts.marker_ttl});
+    locks = opts.lock_service;
+    if (locks == nullptr && opts.lock_client != nullptr) {
+        owned_locks = std::make_shared<RedisLockService>(*opts.lock_client);
+        locks = owned_locks.get();
+    }
 }
 
 bool RepositoryCore::State::cache_usable() const {
@@ -237,18 +246,18 @@ KeyLock::Outcome KeyLock::acquire() {
     try {
         bool got = false;
         if (o.lock_mode == LockMode::Mutex) {
-            MutexOptions mo;
-            mo.lease = o.lock_lease;
-            mutex_ = std::make_unique<RedisMutex>(*o.lock_client, name, mo);
+            LockOptions lo;
+            lo.lease = o.lock_lease;
+            mutex_ = state_.locks->make_mutex(name, lo);
             got = mutex_->try_lock();
             if (!got) {
                 bump(state_.c.lock_waits);
                 got = mutex_->try_lock_for(o.lock_wait);
             }
         } else {
-            ReadWriteLockOptions ro;
-            ro.lease = o.lock_lease;
-            rw_ = std::make_unique<RedisReadWriteLock>(*o.lock_client, name, ro);
+            LockOptions lo;
+            lo.lease = o.lock_lease;
+            rw_ = state_.locks->make_read_write_lock(name, lo);
             const bool shared = side_ == Side::Shared;
             got = shared ? rw_->try_lock_shared() : rw_->try_lock();
             if (!got) {

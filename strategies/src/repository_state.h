@@ -22,8 +22,9 @@
 
 namespace lockstep {
 class MysqlPool;
-class RedisMutex;
-class RedisReadWriteLock;
+class DistributedMutex;
+class DistributedReadWriteLock;
+class LockService;
 }  // namespace lockstep
 
 namespace lockstep::detail {
@@ -58,6 +59,9 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     KeySpaceClaim key_space;
     TableFacts table;
     BackgroundScheduler& scheduler;
+    // Makes the per-key locks: opts.lock_service, or a RedisLockService over opts.lock_client.
+    std::shared_ptr<LockService> owned_locks;
+    LockService* locks = nullptr;
     // The longest an entry can live: after this, a delete that never landed is moot.
     std::chrono::milliseconds max_entry_lifetime{0};
 
@@ -143,8 +147,8 @@ private:
     RepositoryCore::State& state_;
     std::int64_t id_;
     Side side_;
-    std::unique_ptr<RedisMutex> mutex_;
-    std::unique_ptr<RedisReadWriteLock> rw_;
+    std::unique_ptr<DistributedMutex> mutex_;
+    std::unique_ptr<DistributedReadWriteLock> rw_;
     bool held_ = false;
 };
 

@@ -40,41 +40,12 @@
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/locks/lock_keys.h"
+#include "lockstep/locks/lock_loss.h"  // FenceToken, LockLoss, LockLossReason
 
 namespace lockstep {
 
 class RedisMutex;
 class RedisReadWriteLock;
-
-// A fencing token: strictly greater for every new acquisition of a lock name than any token
-// handed out for that name before (see docs/locks.md for what this rests on). Re-entering a
-// hold returns the token of the hold.
-using FenceToken = std::int64_t;
-
-enum class LockLossReason {
-    // A renewal found the hold gone: the lease ran out (e.g. the process was paused) or the
-    // key was deleted (e.g. redis-server restarted without persistence).
-    Expired,
-    // No renewal succeeded for a whole lease (server unreachable): the hold must be presumed gone.
-    Unreachable,
-    // A fixed lease (MutexOptions::renew == false) ran out before unlock.
-    LeaseEnded,
-    // Found gone by unlock or by a reentrant lock of the same thread.
-    FoundGone,
-    // The RedisLockClient was destroyed while the hold was held: it released the hold.
-    ClientClosed,
-};
-
-std::string_view to_string(LockLossReason r) noexcept;
-
-// One lost hold, as given to the `on_lost` callbacks.
-struct LockLoss {
-    std::string name;   // lock name as given to the lock
-    std::string key;    // the Redis key of the hold
-    std::string owner;  // "<client id>:<thread number>"
-    LockLossReason reason = LockLossReason::Expired;
-    std::string message;  // human-readable detail
-};
 
 // What RedisLockClient does when the server may evict lock keys (B3, docs/locks.md "Eviction").
 enum class EvictionCheck {

@@ -11,6 +11,7 @@
 
 namespace lockstep {
 
+class LockService;
 class Outbox;
 
 class RedisLockClient;
@@ -19,9 +20,15 @@ struct RepositoryOptions {
     // What writes do to the cache, and how misses backfill. Null: WriteThenDelete.
     std::shared_ptr<const WriteStrategy> strategy;
 
-    // Distributed lock per key (lock_mode.h). Mutex and ReadWrite need `lock_client`.
+    // Distributed lock per key (lock_mode.h). Mutex and ReadWrite need `lock_service` (or,
+    // the older Redis-only way, `lock_client`).
     LockMode lock_mode = LockMode::None;
-    // Borrowed; must outlive the repository. Its prefix should equal `key_prefix`'s namespace
+    // Makes the per-key locks, whatever the backend (locks/lock_service.h: Redis, fair Redis,
+    // MySQL, ZooKeeper, in-memory). Borrowed; must outlive the repository. Takes precedence over
+    // `lock_client`. ReadWrite needs a backend with read-write locks (ConfigError otherwise).
+    LockService* lock_service = nullptr;
+    // Redis only, kept for existing callers: used through a RedisLockService when
+    // `lock_service` is null. Borrowed; must outlive the repository. Its prefix should equal `key_prefix`'s namespace
     // only for tidiness: the hash tag `{<entity>:<id>}` is shared either way.
     RedisLockClient* lock_client = nullptr;
     // How long a read or write waits for the key's lock. A read that times out reads the

@@ -1,0 +1,71 @@
+// DistributedMutex: the backend-neutral distributed mutex. Every backend's mutex implements it
+// (Redis, fair Redis, MySQL GET_LOCK, ZooKeeper, in-memory), and every user of locks (the
+// repository, the demo, the tests) depends on this interface only; a LockService makes them.
+//
+//   std::unique_ptr<lockstep::DistributedMutex> m = service.make_mutex("product:42");
+//   {
+//       std::unique_lock hold(*m);                   // TimedLockable: unique_lock, scoped_lock
+//       lockstep::fenced_update(tx, 42, m->fence_token(), {...});
+//       hold.unlock();                               // LockLostError if it was lost
+//   }
+//
+// The contract every backend meets (and tests/lock_conformance checks for each):
+//   - TimedLockable: lock, try_lock, try_lock_for, try_lock_until, unlock.
+//   - Reentrant per thread (L6), across every object of the same service and name; free after
+//     as many unlocks as locks.
+//   - A fencing token per new acquisition, strictly greater than every earlier token of the name
+//     on that backend (re-entry returns the hold's token): pass it to db/fenced_write.h so a
+//     paused holder's late write is refused (L5, L8).
+//   - A lost hold is never silent (L10): lost() turns true, the on_lost callbacks run once,
+//     unlock() throws LockLostError. unlock() by a thread that holds nothing throws
+//     NotOwnerError and changes nothing. After an unlock() that threw LockLostError, the next
+//     unlock() of the same lock by the same thread (a std guard's destructor) is a no-op, so a
+//     std guard never terminates the program over a loss it already reported.
+//   - lock() gives up with TimeoutError after LockOptions::max_wait; backend failures surface as
+//     ConnectionError / TimeoutError / DbError / ProtocolError.
+//
+// Thread safety: one object may be shared by many threads (like std::mutex); each thread's hold
+// is its own. REQUIRES: the service that made it outlives it.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "lockstep/locks/lock_loss.h"
+#include "lockstep/locks/steady_deadline.h"
+
+namespace lockstep {
+
+class DistributedMutex {
+public:
+    virtual ~DistributedMutex() = default;
+
+    // Blocks until acquired (or max_wait passes: TimeoutError).
+    virtual void lock() = 0;
+    // One attempt, no waiting.
+    virtual bool try_lock() = 0;
+    template <class Rep, class Period>
+    bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+        return try_lock_until_steady(detail::deadline_from_now(timeout));
+    }
+    template <class Clock, class Duration>
+    bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+        return try_lock_until_steady(detail::deadline_from_now(deadline - Clock::now()));
+    }
+    // Waits until `deadline` at most. The one timed entry point a backend implements.
+    virtual bool try_lock_until_steady(std::chrono::steady_clock::time_point deadline) = 0;
+    // REQUIRES: the calling thread holds it (NotOwnerError otherwise). LockLostError if the hold
+    // was lost (the hold is forgotten either way).
+    virtual void unlock() = 0;
+
+    // The calling thread's hold is known lost. No round trip.
+    virtual bool lost() const = 0;
+    // The calling thread's reentrant count; 0 when it does not hold the lock.
+    virtual int hold_count() const = 0;
+    bool held_by_this_thread() const { return hold_count() > 0; }
+    // The fencing token of the calling thread's hold. REQUIRES: held (NotOwnerError otherwise).
+    virtual FenceToken fence_token() const = 0;
+    virtual const std::string& name() const noexcept = 0;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,42 @@
+// The vocabulary every lock backend shares: fencing tokens and lost holds.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lockstep {
+
+// A fencing token: strictly greater for every new acquisition of a lock name than any token
+// handed out for that name before, on the same backend (see docs/locks.md for what each
+// backend's monotonicity rests on). Re-entering a hold returns the token of the hold.
+using FenceToken = std::int64_t;
+
+enum class LockLossReason {
+    // The backend found the hold gone: a Redis lease ran out (e.g. the process was paused) or
+    // the key was deleted; a MySQL session that held the lock ended; a ZooKeeper session expired.
+    Expired,
+    // The backend could not be reached for a whole lease: the hold must be presumed gone.
+    Unreachable,
+    // A fixed lease (renew == false) ran out before unlock.
+    LeaseEnded,
+    // Found gone by unlock or by a reentrant lock of the same thread.
+    FoundGone,
+    // The lock client was destroyed while the hold was held: it released the hold.
+    ClientClosed,
+};
+
+std::string_view to_string(LockLossReason r) noexcept;
+
+// One lost hold, as given to the `on_lost` callbacks.
+struct LockLoss {
+    std::string name;   // lock name as given to the lock
+    std::string key;    // the backend's name of the hold: Redis key, ZooKeeper node, MySQL lock name
+    std::string owner;  // the backend's owner id of the hold ("<client id>:<thread number>")
+    LockLossReason reason = LockLossReason::Expired;
+    std::string message;  // human-readable detail
+};
+
+}  // namespace lockstep

@@ -1,0 +1,228 @@
+// InMemoryLockService: the hold flow of hold_table.h over a map of names guarded by one mutex.
+// A mutex release wakes one waiter (notify_one, L9); a read-write release wakes all of that name's
+// waiters (readers may proceed together), as the Redis read-write lock does.
+#include "lockstep/locks/in_memory_lock_service.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "hold_table.h"
+#include "lockstep/core/error.h"
+#include "lockstep/locks/lock_errors.h"
+
+namespace lockstep {
+
+using locks_detail::Hold;
+using locks_detail::HoldKind;
+using locks_detail::SteadyTime;
+
+namespace {
+
+struct NameState {
+    std::uint64_t mutex_owner = 0;   // thread number, 0 = free
+    std::uint64_t writer = 0;        // read-write lock writer, 0 = none
+    std::map<std::uint64_t, int> readers;
+    int writers_waiting = 0;         // writer preference: readers arriving now wait
+    FenceToken last_token = 0;       // shared by the mutex and the writer, as on Redis
+    std::condition_variable mutex_cv;
+    std::condition_variable rw_cv;
+};
+
+}  // namespace
+
+struct InMemoryLockService::State : locks_detail::HoldBackend {
+    explicit State(LockServiceOptions o) : table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
+
+    locks_detail::HoldTable table;
+    std::mutex mu;
+    std::map<std::string, NameState> names;
+    int waiting = 0;
+
+    // Waits on `cv` until `ready` or `deadline`; counts the waiter.
+    template <class Ready>
+    bool wait(std::unique_lock<std::mutex>& g, std::condition_variable& cv, SteadyTime deadline, Ready ready) {
+        if (ready()) return true;
+        ++waiting;
+        const bool ok = deadline == SteadyTime::max() ? (cv.wait(g, ready), true) : cv.wait_until(g, deadline, ready);
+        --waiting;
+        return ok;
+    }
+
+    bool acquire(Hold& h, SteadyTime deadline) override {
+        std::unique_lock g(mu);
+        NameState& n = names[h.name];
+        const auto me = h.thread;
+        h.key = "memory:" + h.name;
+        switch (h.kind) {
+        case HoldKind::Mutex:
+            if (!wait(g, n.mutex_cv, deadline, [&] { return n.mutex_owner == 0; })) return false;
+            n.mutex_owner = me;
+            h.token = ++n.last_token;
+            return true;
+        case HoldKind::Write: {
+            ++n.writers_waiting;
+            const bool ok = wait(g, n.rw_cv, deadline, [&] {
+                return n.writer == 0 && (n.readers.empty() || (n.readers.size() == 1 && n.readers.count(me)));
+            });
+            --n.writers_waiting;
+            if (!ok) {
+                n.rw_cv.notify_all();  // readers held back by this writer's preference
+                return false;
+            }
+            n.writer = me;
+            h.token = ++n.last_token;
+            return true;
+        }
+        case HoldKind::Read:
+            // A writer downgrading may read; other readers wait for the writer and for writers
+            // already waiting (writer preference: a stream of readers cannot starve a writer).
+            if (!wait(g, n.rw_cv, deadline, [&] { return n.writer == me || (n.writer == 0 && n.writers_waiting == 0); })) {
+                return false;
+            }
+            ++n.readers[me];
+            return true;
+        }
+        return false;
+    }
+
+    bool release(Hold& h) override {
+        std::lock_guard g(mu);
+        auto it = names.find(h.name);
+        if (it == names.end()) return false;
+        NameState& n = it->second;
+        switch (h.kind) {
+        case HoldKind::Mutex:
+            if (n.mutex_owner != h.thread) return false;
+            n.mutex_owner = 0;
+            n.mutex_cv.notify_one();  // wake one waiter (L9)
+            return true;
+        case HoldKind::Write:
+            if (n.writer != h.thread) return false;
+            n.writer = 0;
+            n.rw_cv.notify_all();
+            return true;
+        case HoldKind::Read: {
+            auto r = n.readers.find(h.thread);
+            if (r == n.readers.end()) return false;
+            if (--r->second == 0) n.readers.erase(r);
+            n.rw_cv.notify_all();
+            return true;
+        }
+        }
+        return false;
+    }
+
+    void abandon(Hold&) noexcept override {}
+
+    void expire(const std::string& name) {
+        {
+            std::lock_guard g(mu);
+            auto it = names.find(name);
+            if (it == names.end()) return;
+            NameState& n = it->second;
+            n.mutex_owner = 0;
+            n.writer = 0;
+            n.readers.clear();
+            n.mutex_cv.notify_one();
+            n.rw_cv.notify_all();
+        }
+        for (const auto& h : table.all()) {
+            if (h->name == name) table.report_lost(h, LockLossReason::Expired, "expired by InMemoryLockService::expire");
+        }
+    }
+};
+
+namespace {
+
+using StatePtr = std::shared_ptr<InMemoryLockService::State>;
+
+class InMemoryMutex final : public DistributedMutex {
+public:
+    InMemoryMutex(StatePtr s, std::string name, LockOptions o) : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
+    void lock() override {
+        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
+        if (!try_lock_until_steady(deadline)) throw TimeoutError("lock '" + name_ + "': not acquired within max_wait");
+    }
+    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
+    bool try_lock_until_steady(SteadyTime deadline) override {
+        return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
+    }
+    void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Mutex); }
+    bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
+    int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
+    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
+    const std::string& name() const noexcept override { return name_; }
+
+private:
+    StatePtr s_;
+    std::string name_;
+    LockOptions o_;
+};
+
+class InMemoryReadWriteLock final : public DistributedReadWriteLock {
+public:
+    InMemoryReadWriteLock(StatePtr s, std::string name, LockOptions o)
+        : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
+    void lock() override { wait_or_throw(false); }
+    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
+    bool try_lock_until_steady(SteadyTime deadline) override {
+        if (s_->table.count(name_, HoldKind::Write) == 0 && s_->table.count(name_, HoldKind::Read) > 0) {
+            throw LockUpgradeError("lock '" + name_ + "': read -> write upgrade refused; unlock_shared() first");
+        }
+        return s_->table.lock(*s_, name_, HoldKind::Write, deadline, o_);
+    }
+    void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Write); }
+    void lock_shared() override { wait_or_throw(true); }
+    bool try_lock_shared() override { return try_lock_shared_until_steady(SteadyTime::min()); }
+    bool try_lock_shared_until_steady(SteadyTime deadline) override {
+        return s_->table.lock(*s_, name_, HoldKind::Read, deadline, o_);
+    }
+    void unlock_shared() override { s_->table.unlock(*s_, name_, HoldKind::Read); }
+    bool lost() const override {
+        return s_->table.lost(name_, HoldKind::Write) || s_->table.lost(name_, HoldKind::Read);
+    }
+    int write_hold_count() const override { return s_->table.count(name_, HoldKind::Write); }
+    int read_hold_count() const override { return s_->table.count(name_, HoldKind::Read); }
+    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Write); }
+    const std::string& name() const noexcept override { return name_; }
+
+private:
+    void wait_or_throw(bool shared) {
+        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
+        const bool ok = shared ? try_lock_shared_until_steady(deadline) : try_lock_until_steady(deadline);
+        if (!ok) throw TimeoutError("lock '" + name_ + "': not acquired within max_wait");
+    }
+    StatePtr s_;
+    std::string name_;
+    LockOptions o_;
+};
+
+void check_name(const std::string& name) {
+    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+}
+
+}  // namespace
+
+InMemoryLockService::InMemoryLockService(LockServiceOptions options)
+    : state_(std::make_shared<State>(std::move(options))) {}
+InMemoryLockService::~InMemoryLockService() = default;
+
+std::unique_ptr<DistributedMutex> InMemoryLockService::make_mutex(std::string name, LockOptions options) {
+    check_name(name);
+    return std::make_unique<InMemoryMutex>(state_, std::move(name), std::move(options));
+}
+
+std::unique_ptr<DistributedReadWriteLock> InMemoryLockService::make_read_write_lock(std::string name, LockOptions options) {
+    check_name(name);
+    return std::make_unique<InMemoryReadWriteLock>(state_, std::move(name), std::move(options));
+}
+
+void InMemoryLockService::expire(const std::string& name) { state_->expire(name); }
+
+int InMemoryLockService::waiting() const {
+    std::lock_guard g(state_->mu);
+    return state_->waiting;
+}
+
+}  // namespace lockstep

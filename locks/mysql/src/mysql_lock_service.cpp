@@ -1,0 +1,320 @@
+// MysqlLockService: GET_LOCK on a pinned session, a counter row for fencing tokens, and a
+// watchdog that keeps pinned sessions alive and finds the ones that died. The hold flow
+// (reentrancy, typed errors, loss reporting) is hold_table.h's, shared with every backend.
+#include "lockstep/locks/mysql_lock_service.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "hold_table.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/logging.h"
+#include "lockstep/db/mysql_connection.h"
+
+namespace lockstep {
+
+using locks_detail::Hold;
+using locks_detail::HoldKind;
+using locks_detail::SteadyClock;
+using locks_detail::SteadyTime;
+using namespace std::chrono_literals;
+
+namespace {
+
+// MySQL 5.7+ refuses lock names longer than 64 characters (MariaDB allows 192): stay within both.
+constexpr std::size_t kMaxLockName = 64;
+
+std::uint64_t fnv1a(std::string_view s, std::uint64_t seed) {
+    std::uint64_t h = seed;
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+// One connection that a hold pins for its lifetime. `mu` serialises the holder's release and
+// the watchdog's check; `conn` is null once the session was closed or found dead.
+struct Session {
+    std::mutex mu;
+    std::unique_ptr<MysqlConnection> conn;
+    long long wait_timeout_s = 0;  // the session's wait_timeout as last set
+};
+
+struct MysqlHold {
+    std::shared_ptr<Session> session;
+    std::string lock_name;
+};
+
+bool is_connection_failure(const DbError& e) { return e.recovery() == Recovery::RetryCall; }
+
+}  // namespace
+
+struct MysqlLockService::State : locks_detail::HoldBackend {
+    State(MysqlOptions m, LockServiceOptions o)
+        : mysql(std::move(m)), prefix(std::move(o.prefix)), table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
+
+    MysqlOptions mysql;
+    std::string prefix;
+    locks_detail::HoldTable table;
+
+    std::mutex mu;  // idle, stats, stopping
+    std::vector<std::shared_ptr<Session>> idle;
+    MysqlLockStats stats;
+    std::condition_variable wake;
+    bool stopping = false;
+    std::thread watchdog;
+
+    std::string server_name(const std::string& name) const {
+        std::string full = prefix + name;
+        if (full.size() <= kMaxLockName) return full;
+        char hash[33];
+        std::snprintf(hash, sizeof hash, "%016llx%016llx",
+                      static_cast<unsigned long long>(fnv1a(full, 0xcbf29ce484222325ULL)),
+                      static_cast<unsigned long long>(fnv1a(full, 0x84222325cbf29ce4ULL)));
+        return full.substr(0, kMaxLockName - 33) + "#" + hash;
+    }
+
+    std::shared_ptr<Session> take_session() {
+        {
+            std::lock_guard g(mu);
+            if (!idle.empty()) {
+                auto s = std::move(idle.back());
+                idle.pop_back();
+                return s;
+            }
+            ++stats.sessions_opened;
+        }
+        auto s = std::make_shared<Session>();
+        s->conn = std::make_unique<MysqlConnection>(mysql);
+        return s;
+    }
+
+    void give_back(std::shared_ptr<Session> s) {
+        if (!s->conn || !s->conn->reusable()) return;
+        std::lock_guard g(mu);
+        if (idle.size() < 16) idle.push_back(std::move(s));
+    }
+
+    // wait_timeout = the lease: a stopped holder's session (and so its lock) ends this long
+    // after its last statement; the watchdog's checks keep a live holder's session going.
+    static void set_lease(Session& s, std::chrono::milliseconds lease) {
+        const long long secs = std::max<long long>(1, (lease.count() + 999) / 1000);
+        if (s.wait_timeout_s == secs) return;
+        s.conn->execute_unprepared("SET SESSION wait_timeout = " + std::to_string(secs));
+        s.wait_timeout_s = secs;
+    }
+
+    // One GET_LOCK wait at most this long: a longer one would outlast the read timeout (2013).
+    std::chrono::milliseconds max_chunk() const {
+        const auto rt = mysql.read_timeout;
+        if (rt <= 0ms) return 10s;  // no read timeout: any chunk is safe; keep deadlines responsive
+        return rt > 2s ? rt - 1s : rt / 2;
+    }
+
+    bool acquire(Hold& h, SteadyTime deadline) override {
+        auto session = take_session();
+        const std::string name = server_name(h.name);
+        try {
+            std::lock_guard g(session->mu);
+            set_lease(*session, h.lease);
+            for (;;) {
+                // try_lock passes SteadyTime::min(): never subtract it (overflow), wait 0.
+                const auto now = SteadyClock::now();
+                const auto left = deadline == SteadyTime::max() ? max_chunk()
+                                  : deadline <= now ? 0ms
+                                  : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+                const double wait_s = std::min(left, max_chunk()).count() / 1000.0;
+                auto row = session->conn->query_one("SELECT GET_LOCK(?, ?) AS got", {name, wait_s});
+                const auto got = row ? row->get<std::optional<std::int64_t>>("got") : std::nullopt;
+                if (!got) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
+                if (*got == 1) break;
+                if (SteadyClock::now() >= deadline || wait_s == 0.0) {
+                    give_back_unlocked(session);
+                    return false;
+                }
+                std::lock_guard sg(mu);
+                ++stats.wait_chunks;
+            }
+            // The fencing token: the name's counter row, incremented in this session while the
+            // lock is held, so no other acquisition of the name can interleave (strictly
+            // increasing; the row is durable InnoDB, so it survives restarts).
+            try {
+                session->conn->execute(
+                    "INSERT INTO lockstep_lock_fence (name, token) VALUES (?, LAST_INSERT_ID(1)) "
+                    "ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)",
+                    {name});
+                h.token = session->conn->last_insert_id();
+            } catch (...) {
+                try {
+                    session->conn->query_one("SELECT RELEASE_LOCK(?)", {name});
+                } catch (...) {
+                    session->conn.reset();  // closing the session frees the lock
+                }
+                throw;
+            }
+        } catch (const DbError& e) {
+            session->conn.reset();
+            if (is_connection_failure(e)) throw ConnectionError("MySQL lock '" + name + "': " + e.what());
+            throw;
+        }
+        h.key = name;
+        h.state = std::make_shared<MysqlHold>(MysqlHold{session, name});
+        {
+            std::lock_guard g(mu);
+            ++stats.acquired;
+        }
+        wake.notify_one();  // the watchdog may need to check sooner than it planned
+        return true;
+    }
+
+    void give_back_unlocked(const std::shared_ptr<Session>& s) {
+        // Called with s->mu held by the caller's guard: only queue it (no lock of s->mu here).
+        if (!s->conn || !s->conn->reusable()) return;
+        std::lock_guard g(mu);
+        if (idle.size() < 16) idle.push_back(s);
+    }
+
+    bool release(Hold& h) override {
+        auto mh = std::static_pointer_cast<MysqlHold>(h.state);
+        std::unique_lock g(mh->session->mu);
+        if (!mh->session->conn) return false;  // the watchdog found the session dead
+        try {
+            auto row = mh->session->conn->query_one("SELECT RELEASE_LOCK(?) AS released", {mh->lock_name});
+            const auto released = row ? row->get<std::optional<std::int64_t>>("released") : std::nullopt;
+            g.unlock();
+            if (released && *released == 1) {
+                give_back(mh->session);
+                return true;
+            }
+            return false;  // 0: another session holds it; NULL: nobody does
+        } catch (const DbError& e) {
+            // The session broke: the server ended it and freed the lock with it.
+            mh->session->conn.reset();
+            if (is_connection_failure(e)) return false;
+            throw;
+        }
+    }
+
+    void abandon(Hold& h) noexcept override {
+        auto mh = std::static_pointer_cast<MysqlHold>(h.state);
+        if (!mh) return;
+        std::lock_guard g(mh->session->mu);
+        mh->session->conn.reset();  // closing the session frees whatever it still holds
+    }
+
+    // ---- watchdog ----
+    void check(const std::shared_ptr<Hold>& h) {
+        if (h->lost.load()) return;
+        auto mh = std::static_pointer_cast<MysqlHold>(h->state);
+        std::unique_lock g(mh->session->mu, std::try_to_lock);
+        if (!g.owns_lock()) return;  // the holder is releasing it right now
+        std::string why;
+        if (!mh->session->conn) {
+            why = "its session was closed";
+        } else {
+            try {
+                auto row = mh->session->conn->query_one("SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS mine", {mh->lock_name});
+                const auto mine = row ? row->get<std::optional<std::int64_t>>("mine") : std::nullopt;
+                if (mine && *mine == 1) return;
+                why = "the session no longer holds the lock";
+            } catch (const std::exception& e) {
+                mh->session->conn.reset();
+                why = std::string("its session ended (") + e.what() + ")";
+            }
+        }
+        g.unlock();
+        {
+            std::lock_guard sg(mu);
+            ++stats.losses;
+        }
+        table.report_lost(h, LockLossReason::Expired, why);
+    }
+
+    void run_watchdog() {
+        std::unique_lock g(mu);
+        while (!stopping) {
+            auto holds = table.all();
+            std::chrono::milliseconds period = 1s;
+            for (const auto& h : holds) period = std::min(period, std::max<std::chrono::milliseconds>(h->lease / 3, 10ms));
+            g.unlock();
+            for (const auto& h : holds) {
+                if (h->kind != HoldKind::Mutex || !h->state) continue;
+                check(h);
+            }
+            g.lock();
+            stats.checks += holds.size();
+            wake.wait_for(g, period, [&] { return stopping; });
+        }
+    }
+};
+
+namespace {
+
+using StatePtr = std::shared_ptr<MysqlLockService::State>;
+
+class MysqlMutex final : public DistributedMutex {
+public:
+    MysqlMutex(StatePtr s, std::string name, LockOptions o) : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
+    void lock() override {
+        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
+        if (!try_lock_until_steady(deadline)) throw TimeoutError("MySQL lock '" + name_ + "': not acquired within max_wait");
+    }
+    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
+    bool try_lock_until_steady(SteadyTime deadline) override {
+        return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
+    }
+    void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Mutex); }
+    bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
+    int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
+    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
+    const std::string& name() const noexcept override { return name_; }
+
+private:
+    StatePtr s_;
+    std::string name_;
+    LockOptions o_;
+};
+
+}  // namespace
+
+MysqlLockService::MysqlLockService(MysqlOptions mysql, LockServiceOptions options)
+    : state_(std::make_shared<State>(std::move(mysql), std::move(options))) {
+    MysqlConnection setup(state_->mysql);
+    setup.execute_unprepared(
+        "CREATE TABLE IF NOT EXISTS lockstep_lock_fence (name VARBINARY(255) NOT NULL PRIMARY KEY, "
+        "token BIGINT NOT NULL) ENGINE=InnoDB");
+    state_->watchdog = std::thread([s = state_.get()] { s->run_watchdog(); });
+}
+
+MysqlLockService::~MysqlLockService() {
+    {
+        std::lock_guard g(state_->mu);
+        state_->stopping = true;
+    }
+    state_->wake.notify_all();
+    state_->watchdog.join();
+}
+
+std::unique_ptr<DistributedMutex> MysqlLockService::make_mutex(std::string name, LockOptions options) {
+    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+    if (options.lease < 3ms) throw ConfigError("lease", "must be at least 3ms");
+    return std::make_unique<MysqlMutex>(state_, std::move(name), std::move(options));
+}
+
+std::unique_ptr<DistributedReadWriteLock> MysqlLockService::make_read_write_lock(std::string, LockOptions) {
+    throw ConfigError("lock service", "the mysql backend has no read-write lock (GET_LOCK has no shared mode)");
+}
+
+std::string MysqlLockService::lock_name(const std::string& name) const { return state_->server_name(name); }
+
+MysqlLockStats MysqlLockService::stats() const {
+    std::lock_guard g(state_->mu);
+    return state_->stats;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,145 @@
+// The hold registry and the acquire / release flow shared by the non-Redis backends.
+#include "hold_table.h"
+
+#include <random>
+#include <thread>
+
+#include "lockstep/core/error.h"
+#include "lockstep/core/logging.h"
+
+namespace lockstep::locks_detail {
+
+std::uint64_t this_thread_number() {
+    static std::atomic<std::uint64_t> next{1};
+    thread_local const std::uint64_t mine = next.fetch_add(1);
+    return mine;
+}
+
+std::string random_hex_id() {
+    thread_local std::mt19937_64 rng = [] {
+        std::random_device rd;
+        std::seed_seq seq{rd(), rd(), rd(), rd()};
+        return std::mt19937_64(seq);
+    }();
+    static const char* digits = "0123456789abcdef";
+    std::string s(32, '0');
+    for (auto& c : s) c = digits[rng() & 15];
+    return s;
+}
+
+HoldTable::HoldTable(std::string service_id, std::function<void(const LockLoss&)> service_on_lost)
+    : id_(std::move(service_id)), service_on_lost_(std::move(service_on_lost)) {}
+
+HoldTable::Key HoldTable::key_of(const std::string& name, HoldKind kind) {
+    return {name, static_cast<int>(kind), this_thread_number()};
+}
+
+std::shared_ptr<Hold> HoldTable::find(const std::string& name, HoldKind kind) const {
+    std::lock_guard g(mu_);
+    auto it = holds_.find(key_of(name, kind));
+    return it == holds_.end() ? nullptr : it->second;
+}
+
+int HoldTable::count(const std::string& name, HoldKind kind) const {
+    auto h = find(name, kind);
+    return h ? h->count : 0;
+}
+
+bool HoldTable::lost(const std::string& name, HoldKind kind) const {
+    auto h = find(name, kind);
+    return h && h->lost.load();
+}
+
+FenceToken HoldTable::token(const std::string& name, HoldKind kind) const {
+    auto h = find(name, kind);
+    if (!h) throw NotOwnerError("lock '" + name + "': fence_token() by a thread that does not hold it");
+    return h->token;
+}
+
+std::vector<std::shared_ptr<Hold>> HoldTable::all() const {
+    std::lock_guard g(mu_);
+    std::vector<std::shared_ptr<Hold>> out;
+    out.reserve(holds_.size());
+    for (const auto& [k, h] : holds_) out.push_back(h);
+    return out;
+}
+
+bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kind, SteadyTime deadline,
+                     const LockOptions& options) {
+    if (auto h = find(name, kind)) {
+        // Re-entry (L6) never goes to the backend; a hold known lost is not silently re-entered.
+        if (h->lost.load()) throw LockLostError("lock '" + name + "': re-entering a hold that was lost");
+        ++h->count;
+        return true;
+    }
+    auto hold = std::make_shared<Hold>();
+    hold->name = name;
+    hold->kind = kind;
+    hold->thread = this_thread_number();
+    hold->owner = id_ + ":" + std::to_string(hold->thread);
+    hold->lease = options.lease;
+    hold->on_lost = options.on_lost;
+    if (!backend.acquire(*hold, deadline)) return false;
+    hold->count = 1;
+    std::lock_guard g(mu_);
+    const Key k = key_of(name, kind);
+    unlocked_after_loss_.erase(k);
+    holds_[k] = std::move(hold);
+    return true;
+}
+
+void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind kind) {
+    const Key k = key_of(name, kind);
+    std::shared_ptr<Hold> hold;
+    {
+        std::lock_guard g(mu_);
+        auto it = holds_.find(k);
+        if (it == holds_.end()) {
+            // The guard's destructor after an unlock() that already threw LockLostError.
+            if (unlocked_after_loss_.erase(k) > 0) return;
+            throw NotOwnerError("lock '" + name + "': unlock() by a thread that does not hold it");
+        }
+        hold = it->second;
+        if (!hold->lost.load() && hold->count > 1) {
+            --hold->count;
+            return;
+        }
+        holds_.erase(it);
+    }
+    if (!hold->lost.load()) {
+        bool released = false;
+        try {
+            released = backend.release(*hold);
+        } catch (...) {
+            // The backend's error (ConnectionError, DbError) says what happened; the hold is
+            // forgotten: the backend ends it on its own (lease, session end).
+            backend.abandon(*hold);
+            throw;
+        }
+        if (released) return;
+        report_lost(hold, LockLossReason::FoundGone, "found gone by unlock");
+    }
+    backend.abandon(*hold);
+    {
+        std::lock_guard g(mu_);
+        unlocked_after_loss_.insert(k);
+    }
+    throw LockLostError("lock '" + name + "' was lost before unlock (" + hold->key + ")");
+}
+
+void HoldTable::report_lost(const std::shared_ptr<Hold>& hold, LockLossReason reason, const std::string& message) {
+    if (hold->lost.exchange(true)) return;  // once per hold
+    losses_.fetch_add(1);
+    LockLoss loss{hold->name, hold->key, hold->owner, reason, message};
+    logger()->warn("lock '{}' ({}) lost: {} ({})", loss.name, loss.key, to_string(reason), message);
+    for (const auto* cb : {&service_on_lost_, &hold->on_lost}) {
+        if (!*cb) continue;
+        try {
+            (*cb)(loss);
+        } catch (const std::exception& e) {
+            logger()->error("lock '{}': on_lost callback threw: {}", loss.name, e.what());
+        }
+    }
+}
+
+}  // namespace lockstep::locks_detail

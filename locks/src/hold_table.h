@@ -1,0 +1,105 @@
+// Internal: what every lock backend but Redis shares (the Redis client keeps its own registry in
+// lock_client.cpp until that file is split): thread numbers, the hold registry, loss reporting,
+// and the acquire / release flow with its typed errors (L6, L10).
+//
+// A backend supplies a HoldBackend: one new acquisition until a deadline, one release, and the
+// abandoning of a lost hold. Everything a caller can observe about reentrancy, NotOwnerError,
+// LockLostError, lost() and the on_lost callbacks is decided here, once, so every backend
+// behaves alike (tests/lock_conformance).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "lockstep/locks/lock_loss.h"
+#include "lockstep/locks/lock_options.h"
+
+namespace lockstep::locks_detail {
+
+using SteadyClock = std::chrono::steady_clock;
+using SteadyTime = SteadyClock::time_point;
+
+// A number for the calling thread, never reused within the process (pthread ids are: a new
+// thread must not "re-enter" a dead thread's hold).
+std::uint64_t this_thread_number();
+
+enum class HoldKind { Mutex = 0, Write = 1, Read = 2 };
+
+// One thread's hold of one lock (name + kind) of one service.
+struct Hold {
+    std::string name;
+    HoldKind kind = HoldKind::Mutex;
+    std::uint64_t thread = 0;
+    std::string owner;     // "<service id>:<thread number>"
+    std::string key;       // the backend's name of the hold (node path, lock name)
+    int count = 0;         // reentrant count; touched by the owning thread only
+    FenceToken token = 0;  // 0 for read holds
+    std::atomic<bool> lost{false};
+    std::chrono::milliseconds lease{0};            // the lock's LockOptions::lease
+    std::function<void(const LockLoss&)> on_lost;  // the lock's callback
+    std::shared_ptr<void> state;                   // the backend's (pinned session, node path)
+};
+
+class HoldBackend {
+public:
+    virtual ~HoldBackend() = default;
+    // Takes the lock for a new hold of `hold` (name, kind, owner set), waiting until `deadline`
+    // at most (deadline <= now: one attempt). On success sets hold.token, hold.key, hold.state.
+    virtual bool acquire(Hold& hold, SteadyTime deadline) = 0;
+    // Ends a hold. False when the backend found it gone already (the hold was lost).
+    virtual bool release(Hold& hold) = 0;
+    // Drops whatever a lost hold still has (best effort). Never throws.
+    virtual void abandon(Hold& hold) noexcept = 0;
+};
+
+class HoldTable {
+public:
+    HoldTable(std::string service_id, std::function<void(const LockLoss&)> service_on_lost);
+
+    const std::string& service_id() const noexcept { return id_; }
+
+    // The acquire flow: re-entry (count + 1; LockLostError if the hold is known lost), or a new
+    // acquisition through `backend`, registered on success. False when `deadline` passed.
+    bool lock(HoldBackend& backend, const std::string& name, HoldKind kind, SteadyTime deadline,
+              const LockOptions& options);
+    // The release flow: NotOwnerError without a hold (unless the last unlock of this lock by this
+    // thread threw LockLostError: then a no-op, for std guards), LockLostError for a lost hold.
+    void unlock(HoldBackend& backend, const std::string& name, HoldKind kind);
+
+    std::shared_ptr<Hold> find(const std::string& name, HoldKind kind) const;  // this thread's
+    int count(const std::string& name, HoldKind kind) const;
+    bool lost(const std::string& name, HoldKind kind) const;
+    // REQUIRES: held (NotOwnerError otherwise).
+    FenceToken token(const std::string& name, HoldKind kind) const;
+
+    // Every hold registered now (any thread), e.g. for a watchdog or a session-expiry handler.
+    std::vector<std::shared_ptr<Hold>> all() const;
+    // Marks `hold` lost and runs the service's and the lock's callbacks, once per hold. Safe from
+    // any thread; callbacks run without the table's mutex held.
+    void report_lost(const std::shared_ptr<Hold>& hold, LockLossReason reason, const std::string& message);
+    std::uint64_t losses() const noexcept { return losses_.load(); }
+
+private:
+    using Key = std::tuple<std::string, int, std::uint64_t>;
+    static Key key_of(const std::string& name, HoldKind kind);
+    std::string id_;
+    std::function<void(const LockLoss&)> service_on_lost_;
+    mutable std::mutex mu_;
+    std::map<Key, std::shared_ptr<Hold>> holds_;
+    std::set<Key> unlocked_after_loss_;  // the next unlock of these is a no-op (std guards)
+    std::atomic<std::uint64_t> losses_{0};
+};
+
+// 32 random lowercase hex digits.
+std::string random_hex_id();
+
+}  // namespace lockstep::locks_detail

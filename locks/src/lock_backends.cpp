@@ -1,0 +1,30 @@
+// The lock backends open_lock_service knows: one registration per backend.
+#include "lockstep/core/uri.h"
+#include "lockstep/locks/in_memory_lock_service.h"
+#include "lockstep/locks/lock_service.h"
+#include "lockstep/locks/mysql_lock_service.h"
+#include "lockstep/locks/redis_lock_service.h"
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+#include "lockstep/locks/zookeeper_lock_service.h"
+#endif
+
+namespace lockstep {
+
+void register_builtin_lock_backends() {
+    register_lock_backend("redis", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
+        return std::make_unique<RedisLockService>(parse_redis_url(url), std::move(o));
+    });
+    register_lock_backend("mysql", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
+        return std::make_unique<MysqlLockService>(parse_mysql_url(url), std::move(o));
+    });
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    register_lock_backend("zookeeper", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
+        return std::make_unique<ZooKeeperLockService>(parse_zookeeper_url(url), std::move(o));
+    });
+#endif
+    register_lock_backend("memory", [](std::string_view, LockServiceOptions o) -> std::unique_ptr<LockService> {
+        return std::make_unique<InMemoryLockService>(std::move(o));
+    });
+}
+
+}  // namespace lockstep

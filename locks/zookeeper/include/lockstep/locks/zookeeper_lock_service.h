@@ -1,0 +1,86 @@
+// ZooKeeperLockService: distributed mutexes and read-write locks on ZooKeeper, Apache Curator's
+// recipes (InterProcessMutex, InterProcessReadWriteLock) over the C client libzookeeper-mt.
+// ZooKeeper is CP: a hold survives a leader change, and a lost hold is the session's expiry,
+// decided by the ensemble's quorum, not by one server's memory (L8).
+//
+//   lockstep::ZooKeeperLockService locks({.hosts = "127.0.0.1:2181"});
+//   auto m = locks.make_mutex("product:42");
+//   { std::unique_lock hold(*m); ... m->fence_token() ... }
+//
+// The recipe (docs/locks.md, "ZooKeeper"):
+//   - Each acquisition creates an EPHEMERAL_SEQUENTIAL node "_c_<guid>-<kind>-<seq>" under the
+//     lock's container node; the holder is the lowest sequence. A waiter watches only the node
+//     just before its own (L9: a release wakes one waiter, no herd); a reader of a read-write
+//     lock watches only the nearest earlier writer, a writer the node just before it.
+//   - A create whose reply was lost to a connection loss may have been applied: the retry first
+//     looks for a child carrying this attempt's guid and adopts it (never two nodes per attempt).
+//   - The fencing token is the node's czxid: the zxid of the create, totally ordered across the
+//     ensemble (epoch in the high bits grows with every leader change), and a later holder's
+//     node was created after every earlier holder's, so tokens strictly increase per name.
+//   - Session expiry = every hold of the service lost: reported once per hold through on_lost,
+//     lost() true, unlock() LockLostError; the service opens a new session for later locks.
+//     A service that stays disconnected for a whole session timeout reports its holds lost too
+//     (Unreachable), since the ensemble has expired the session by then (Curator's LOST).
+//   - Reentrancy is counted here (L6), never by more nodes.
+//   - LockOptions::lease is not used: the session timeout is the lease of every hold.
+//
+// Thread safety: every member may be called from any thread. REQUIRES: the service outlives
+// every lock it made.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "lockstep/locks/lock_service.h"
+
+namespace lockstep {
+
+struct ZooKeeperLockOptions {
+    // "host:port[,host:port...]" of the ensemble.
+    std::string hosts = "127.0.0.1:2181";
+    // Session timeout asked of the server (it clamps to its [min, max]): how long a stopped or
+    // partitioned holder keeps its locks, and how long a killed holder's node stays.
+    std::chrono::milliseconds session_timeout{std::chrono::seconds(10)};
+    // Connecting (and reconnecting after an expiry) gives up with ConnectionError after this.
+    std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+    // Root of every lock node: <root>/<prefix><name>#m (mutex) and ...#rw (read-write).
+    std::string root = "/lockstep";
+};
+
+struct ZooKeeperLockStats {
+    std::uint64_t sessions = 0;         // sessions opened (1 + one per expiry)
+    std::uint64_t acquired = 0;         // new acquisitions
+    std::uint64_t watches_fired = 0;    // predecessor watches that woke a waiter
+    std::uint64_t create_retries = 0;   // creates repeated after a connection loss
+    std::uint64_t adopted_nodes = 0;    // of those, nodes found by guid instead of created again
+    std::uint64_t losses = 0;           // holds reported lost
+};
+
+class ZooKeeperLockService : public LockService {
+public:
+    // Connects (ConnectionError if no session within connect_timeout) and creates `root`.
+    explicit ZooKeeperLockService(ZooKeeperLockOptions zk, LockServiceOptions options = {});
+    ~ZooKeeperLockService() override;
+
+    std::unique_ptr<DistributedMutex> make_mutex(std::string name, LockOptions options = {}) override;
+    std::unique_ptr<DistributedReadWriteLock> make_read_write_lock(std::string name, LockOptions options = {}) override;
+    std::string_view backend() const noexcept override { return "zookeeper"; }
+
+    // Ends this service's session the way an expiry does (another client attaches to the session
+    // and closes it): for tests that force a loss at a known step.
+    void expire_session();
+    // The negotiated session timeout of the current session.
+    std::chrono::milliseconds session_timeout() const;
+    ZooKeeperLockStats stats() const;
+
+    struct State;
+
+private:
+    std::shared_ptr<State> state_;
+};
+
+// Parses "zookeeper://h:p[,h:p][/][?session_timeout_ms=N]".
+ZooKeeperLockOptions parse_zookeeper_url(std::string_view url);
+
+}  // namespace lockstep

@@ -1,0 +1,541 @@
+// ZooKeeperLockService: Curator's lock recipes over libzookeeper-mt's synchronous API (built
+// with THREADED). The hold flow (reentrancy, typed errors, loss reporting) is hold_table.h's.
+#include "lockstep/locks/zookeeper_lock_service.h"
+
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "hold_table.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/logging.h"
+#include "lockstep/locks/lock_errors.h"
+
+namespace lockstep {
+
+using locks_detail::Hold;
+using locks_detail::HoldKind;
+using locks_detail::SteadyClock;
+using locks_detail::SteadyTime;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* tag_of(HoldKind k) {
+    switch (k) {
+    case HoldKind::Mutex: return "lock";
+    case HoldKind::Write: return "write";
+    case HoldKind::Read: return "read";
+    }
+    return "lock";
+}
+
+// A lock name as one node name: '/' would make a path, '%' is the escape itself.
+std::string escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '/') out += "%2F";
+        else if (c == '%') out += "%25";
+        else out += c;
+    }
+    return out;
+}
+
+// "_c_<guid>-<tag>-<10-digit sequence>"
+struct Child {
+    std::string name;
+    std::string tag;
+    long long seq = -1;
+};
+
+std::optional<Child> parse_child(const std::string& name) {
+    if (name.size() < 14 || name.rfind("_c_", 0) != 0) return std::nullopt;
+    const auto dash2 = name.rfind('-');
+    const auto dash1 = name.rfind('-', dash2 - 1);
+    if (dash1 == std::string::npos || dash2 == std::string::npos) return std::nullopt;
+    Child c{name, name.substr(dash1 + 1, dash2 - dash1 - 1), -1};
+    try {
+        c.seq = std::stoll(name.substr(dash2 + 1));
+    } catch (...) {
+        return std::nullopt;
+    }
+    return c;
+}
+
+struct ZkHold {
+    std::string path;
+    std::uint64_t session = 0;  // the session generation it was created in
+};
+
+}  // namespace
+
+struct ZooKeeperLockService::State : locks_detail::HoldBackend {
+    State(ZooKeeperLockOptions z, LockServiceOptions o)
+        : zk(std::move(z)), prefix(std::move(o.prefix)), table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
+
+    ZooKeeperLockOptions zk;
+    std::string prefix;
+    locks_detail::HoldTable table;
+
+    mutable std::mutex mu;
+    std::condition_variable changed;      // session state changes and fired watches
+    zhandle_t* zh = nullptr;
+    int zstate = 0;                       // last session state seen for zh
+    std::uint64_t session = 0;            // generation: bumped per new handle
+    bool expired = false;                 // zh's session expired: replace it before use
+    bool expiry_reported = false;         // and its holds were reported lost
+    SteadyTime disconnected_since{};      // set while not connected
+    std::map<std::string, int> fired;     // watched path -> watch events seen (waiters compare)
+    ZooKeeperLockStats stats;
+    bool stopping = false;
+    std::thread watchdog;
+
+    // ---- session ----
+    static void on_event(zhandle_t* h, int type, int state, const char* path, void* ctx) {
+        static_cast<State*>(ctx)->event(h, type, state, path ? path : "");
+    }
+
+    void event(zhandle_t* h, int type, int state, const std::string& path) {
+        bool lost_all = false;
+        {
+            std::lock_guard g(mu);
+            if (h != zh) return;  // an old handle's last words
+            if (type == ZOO_SESSION_EVENT) {
+                zstate = state;
+                if (state == ZOO_CONNECTED_STATE) {
+                    disconnected_since = {};
+                } else if (state == ZOO_EXPIRED_SESSION_STATE) {
+                    lost_all = !expired;
+                    expired = true;
+                } else if (disconnected_since == SteadyTime{}) {
+                    disconnected_since = SteadyClock::now();
+                }
+            } else if (!path.empty()) {
+                ++fired[path];
+                ++stats.watches_fired;
+            }
+        }
+        if (lost_all) {
+            report_all(LockLossReason::Expired, "the ZooKeeper session expired");
+            std::lock_guard g(mu);
+            expiry_reported = true;
+        }
+        changed.notify_all();
+    }
+
+    void report_all(LockLossReason reason, const std::string& why) {
+        for (const auto& h : table.all()) {
+            if (h->lost.load()) continue;
+            {
+                std::lock_guard g(mu);
+                ++stats.losses;
+            }
+            table.report_lost(h, reason, why);
+        }
+    }
+
+    // Opens a session; REQUIRES: mu not held.
+    void open_session() {
+        zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+        zhandle_t* h = nullptr;
+        {
+            std::lock_guard g(mu);
+            h = zookeeper_init(zk.hosts.c_str(), &State::on_event, static_cast<int>(zk.session_timeout.count()), nullptr,
+                               this, 0);
+            if (h == nullptr) throw ConnectionError("zookeeper_init(" + zk.hosts + ") failed");
+            zh = h;
+            zstate = 0;
+            expired = false;
+            expiry_reported = false;
+            ++session;
+            ++stats.sessions;
+            disconnected_since = SteadyClock::now();
+        }
+        std::unique_lock g(mu);
+        if (!changed.wait_for(g, zk.connect_timeout, [&] { return zstate == ZOO_CONNECTED_STATE || expired; }) || expired) {
+            throw ConnectionError("ZooKeeper " + zk.hosts + ": no session within connect_timeout");
+        }
+    }
+
+    // The current handle, replacing an expired session first.
+    std::pair<zhandle_t*, std::uint64_t> handle() {
+        zhandle_t* old = nullptr;
+        {
+            std::lock_guard g(mu);
+            if (!expired && zh) return {zh, session};
+            old = zh;
+            zh = nullptr;
+        }
+        if (old) zookeeper_close(old);  // without mu: it joins the thread that runs on_event
+        open_session();
+        std::lock_guard g(mu);
+        return {zh, session};
+    }
+
+    // After a connection loss: wait until connected again (or expired, or the deadline).
+    bool wait_connected(SteadyTime deadline) {
+        std::unique_lock g(mu);
+        const auto limit = std::min(deadline, SteadyClock::now() + zk.session_timeout + zk.connect_timeout);
+        changed.wait_until(g, limit, [&] { return zstate == ZOO_CONNECTED_STATE || expired || stopping; });
+        return zstate == ZOO_CONNECTED_STATE && !expired;
+    }
+
+    [[noreturn]] static void fail(int rc, const std::string& what) {
+        throw ConnectionError("ZooKeeper " + what + ": " + zerror(rc));
+    }
+
+    void ensure_path(zhandle_t* h, const std::string& path, int mode) {
+        const int rc = zoo_create(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, mode, nullptr, 0);
+        if (rc != ZOK && rc != ZNODEEXISTS) fail(rc, "create " + path);
+    }
+
+    std::vector<std::string> children(zhandle_t* h, const std::string& dir) {
+        String_vector v{};
+        const int rc = zoo_get_children(h, dir.c_str(), 0, &v);
+        if (rc == ZNONODE) return {};
+        if (rc != ZOK) fail(rc, "get_children " + dir);
+        std::vector<std::string> out(v.data, v.data + v.count);
+        deallocate_String_vector(&v);
+        return out;
+    }
+
+    // Creates this attempt's node; after a connection loss, adopts the node a lost reply may
+    // have created (found by the attempt's guid) instead of creating a second one.
+    std::pair<std::string, std::int64_t> create_node(zhandle_t* h, const std::string& dir, const std::string& node_prefix,
+                                                     SteadyTime deadline) {
+        for (int attempt = 0;; ++attempt) {
+            char buf[1024];
+            Stat st{};
+            const std::string path = dir + "/" + node_prefix;
+            const int rc = zoo_create2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, buf,
+                                       sizeof buf, &st);
+            if (rc == ZOK) {
+                const std::string full = buf;
+                return {full.substr(full.rfind('/') + 1), st.czxid};
+            }
+            if (rc == ZNONODE && attempt < 5) {  // the container was removed while empty
+                ensure_path(h, zk.root, ZOO_PERSISTENT);
+                ensure_path(h, dir, ZOO_CONTAINER);
+                continue;
+            }
+            if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && attempt < 5) {
+                {
+                    std::lock_guard g(mu);
+                    ++stats.create_retries;
+                }
+                if (!wait_connected(SteadyTime::max())) fail(rc, "create " + path);
+                for (const auto& c : children(h, dir)) {
+                    if (c.rfind(node_prefix, 0) != 0) continue;
+                    Stat s2{};
+                    if (zoo_exists(h, (dir + "/" + c).c_str(), 0, &s2) != ZOK) break;
+                    std::lock_guard g(mu);
+                    ++stats.adopted_nodes;
+                    return {c, s2.czxid};
+                }
+                continue;
+            }
+            fail(rc, "create " + path);
+        }
+        (void)deadline;
+    }
+
+    std::string dir_of(const Hold& h) const {
+        return zk.root + "/" + escape(prefix + h.name) + (h.kind == HoldKind::Mutex ? "#m" : "#rw");
+    }
+
+    bool acquire(Hold& hold, SteadyTime deadline) override {
+        auto [h, gen] = handle();
+        const std::string dir = dir_of(hold);
+        const std::string node_prefix = "_c_" + locks_detail::random_hex_id() + "-" + tag_of(hold.kind) + "-";
+        auto [mine, czxid] = create_node(h, dir, node_prefix, deadline);
+        const std::string my_path = dir + "/" + mine;
+        try {
+            for (;;) {
+                std::vector<Child> queue;
+                for (const auto& c : children(h, dir)) {
+                    if (auto p = parse_child(c)) queue.push_back(*p);
+                }
+                std::sort(queue.begin(), queue.end(), [](const Child& a, const Child& b) { return a.seq < b.seq; });
+                auto me = std::find_if(queue.begin(), queue.end(), [&](const Child& c) { return c.name == mine; });
+                if (me == queue.end()) throw LockLostError("ZooKeeper lock '" + hold.name + "': own node vanished while waiting");
+                // Whom to wait for: a mutex or a writer the node just before it; a reader the
+                // nearest earlier writer (readers share).
+                std::string pred;
+                for (auto it = me; it != queue.begin();) {
+                    --it;
+                    if (hold.kind != HoldKind::Read || it->tag == "write") {
+                        pred = it->name;
+                        break;
+                    }
+                }
+                if (pred.empty()) break;
+                const std::string pred_path = dir + "/" + pred;
+                int seen = 0;
+                {
+                    std::lock_guard g(mu);
+                    seen = fired[pred_path];
+                }
+                Stat st{};
+                const int rc = zoo_exists(h, pred_path.c_str(), 1, &st);  // one watch, on the predecessor only (L9)
+                if (rc == ZNONODE) continue;
+                if (rc != ZOK) fail(rc, "exists " + pred_path);
+                std::unique_lock g(mu);
+                const bool woke = changed.wait_until(g, deadline, [&] { return fired[pred_path] != seen || expired || stopping; });
+                if (fired[pred_path] != seen) fired.erase(pred_path);
+                if (expired) throw LockLostError("ZooKeeper lock '" + hold.name + "': session expired while waiting");
+                if (!woke) {
+                    g.unlock();
+                    zoo_delete(h, my_path.c_str(), -1);  // give up our place
+                    return false;
+                }
+            }
+        } catch (...) {
+            zoo_delete(h, my_path.c_str(), -1);
+            throw;
+        }
+        hold.key = my_path;
+        hold.token = czxid;  // the create's zxid: see the header
+        hold.state = std::make_shared<ZkHold>(ZkHold{my_path, gen});
+        std::lock_guard g(mu);
+        ++stats.acquired;
+        return true;
+    }
+
+    bool release(Hold& hold) override {
+        auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
+        for (int attempt = 0;; ++attempt) {
+            zhandle_t* h = nullptr;
+            {
+                std::lock_guard g(mu);
+                if (expired || session != zh_hold->session) return false;  // the session (and node) is gone
+                h = zh;
+            }
+            const int rc = zoo_delete(h, zh_hold->path.c_str(), -1);
+            if (rc == ZOK) return true;
+            if (rc == ZNONODE || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return false;
+            if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && attempt < 5 && wait_connected(SteadyTime::max())) {
+                continue;  // a repeated delete of a deleted node answers ZNONODE: then it was ours
+            }
+            fail(rc, "delete " + zh_hold->path);
+        }
+    }
+
+    void abandon(Hold& hold) noexcept override {
+        auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
+        if (!zh_hold) return;
+        std::lock_guard g(mu);
+        if (!expired && session == zh_hold->session && zh) zoo_delete(zh, zh_hold->path.c_str(), -1);
+    }
+
+    // Disconnected for a whole session timeout: the ensemble has expired the session by now,
+    // whether or not this client has heard it (Curator's LOST).
+    void run_watchdog() {
+        std::unique_lock g(mu);
+        while (!stopping) {
+            const auto timeout = zh ? std::chrono::milliseconds(zoo_recv_timeout(zh)) : zk.session_timeout;
+            if (!expired && disconnected_since != SteadyTime{} && SteadyClock::now() - disconnected_since > timeout) {
+                g.unlock();
+                report_all(LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout");
+                g.lock();
+            }
+            changed.wait_for(g, std::max<std::chrono::milliseconds>(timeout / 3, 10ms), [&] { return stopping; });
+        }
+    }
+};
+
+namespace {
+
+using StatePtr = std::shared_ptr<ZooKeeperLockService::State>;
+
+class ZkMutex final : public DistributedMutex {
+public:
+    ZkMutex(StatePtr s, std::string name, LockOptions o) : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
+    void lock() override {
+        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
+        if (!try_lock_until_steady(deadline)) throw TimeoutError("ZooKeeper lock '" + name_ + "': not acquired within max_wait");
+    }
+    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
+    bool try_lock_until_steady(SteadyTime deadline) override { return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_); }
+    void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Mutex); }
+    bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
+    int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
+    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
+    const std::string& name() const noexcept override { return name_; }
+
+private:
+    StatePtr s_;
+    std::string name_;
+    LockOptions o_;
+};
+
+class ZkReadWriteLock final : public DistributedReadWriteLock {
+public:
+    ZkReadWriteLock(StatePtr s, std::string name, LockOptions o) : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
+    void lock() override { wait_or_throw(false); }
+    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
+    bool try_lock_until_steady(SteadyTime deadline) override {
+        // A writer's node would queue behind this thread's own read node: refuse, never deadlock.
+        if (s_->table.count(name_, HoldKind::Write) == 0 && s_->table.count(name_, HoldKind::Read) > 0) {
+            throw LockUpgradeError("ZooKeeper lock '" + name_ + "': read -> write upgrade refused; unlock_shared() first");
+        }
+        return s_->table.lock(*s_, name_, HoldKind::Write, deadline, o_);
+    }
+    void unlock() override {
+        // Downgrade: while this thread still reads, its write node stays (it is what keeps later
+        // writers out); the read hold takes it over and deletes it at unlock_shared().
+        auto w = s_->table.find(name_, HoldKind::Write);
+        auto r = s_->table.find(name_, HoldKind::Read);
+        if (w && r && w->count == 1 && !w->lost.load() && !r->state && r->key == kDowngraded) {
+            r->state = std::move(w->state);
+            w->state = nullptr;
+            return s_->table.unlock(downgrade_, name_, HoldKind::Write);
+        }
+        s_->table.unlock(*s_, name_, HoldKind::Write);
+    }
+    void lock_shared() override { wait_or_throw(true); }
+    bool try_lock_shared() override { return try_lock_shared_until_steady(SteadyTime::min()); }
+    bool try_lock_shared_until_steady(SteadyTime deadline) override {
+        if (s_->table.count(name_, HoldKind::Write) > 0) return s_->table.lock(downgrade_, name_, HoldKind::Read, deadline, o_);
+        return s_->table.lock(*s_, name_, HoldKind::Read, deadline, o_);
+    }
+    void unlock_shared() override {
+        auto r = s_->table.find(name_, HoldKind::Read);
+        if (r && r->key == kDowngraded) return s_->table.unlock(downgrade_, name_, HoldKind::Read);
+        s_->table.unlock(*s_, name_, HoldKind::Read);
+    }
+    bool lost() const override { return s_->table.lost(name_, HoldKind::Write) || s_->table.lost(name_, HoldKind::Read); }
+    int write_hold_count() const override { return s_->table.count(name_, HoldKind::Write); }
+    int read_hold_count() const override { return s_->table.count(name_, HoldKind::Read); }
+    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Write); }
+    const std::string& name() const noexcept override { return name_; }
+
+private:
+    static constexpr const char* kDowngraded = "(read inside this thread's write hold)";
+    // A read hold taken while this thread writes needs no node of its own: a read node created
+    // now would sit behind writers that queued after our write node, and they would take the
+    // lock while we still read. Instead it is covered by the write node, which outlives the
+    // write side until the read side ends (unlock() above).
+    struct Downgrade : locks_detail::HoldBackend {
+        explicit Downgrade(ZooKeeperLockService::State& s) : s(s) {}
+        ZooKeeperLockService::State& s;
+        bool acquire(Hold& h, SteadyTime) override {
+            h.key = kDowngraded;
+            return true;
+        }
+        bool release(Hold& h) override { return h.state ? s.release(h) : true; }
+        void abandon(Hold& h) noexcept override {
+            if (h.state) s.abandon(h);
+        }
+    };
+    void wait_or_throw(bool shared) {
+        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
+        const bool ok = shared ? try_lock_shared_until_steady(deadline) : try_lock_until_steady(deadline);
+        if (!ok) throw TimeoutError("ZooKeeper lock '" + name_ + "': not acquired within max_wait");
+    }
+    StatePtr s_;
+    std::string name_;
+    LockOptions o_;
+    Downgrade downgrade_{*s_};
+};
+
+}  // namespace
+
+ZooKeeperLockService::ZooKeeperLockService(ZooKeeperLockOptions zk, LockServiceOptions options)
+    : state_(std::make_shared<State>(std::move(zk), std::move(options))) {
+    if (state_->zk.root.empty() || state_->zk.root[0] != '/' || state_->zk.root.back() == '/') {
+        throw ConfigError("root", "must start with '/' and not end with it");
+    }
+    state_->open_session();
+    auto [h, gen] = state_->handle();
+    (void)gen;
+    state_->ensure_path(h, state_->zk.root, ZOO_PERSISTENT);
+    state_->watchdog = std::thread([s = state_.get()] { s->run_watchdog(); });
+}
+
+ZooKeeperLockService::~ZooKeeperLockService() {
+    zhandle_t* h = nullptr;
+    {
+        std::lock_guard g(state_->mu);
+        state_->stopping = true;
+        h = state_->zh;
+        state_->zh = nullptr;
+    }
+    state_->changed.notify_all();
+    state_->watchdog.join();
+    if (h) zookeeper_close(h);  // ends the session: every node it still has goes at once
+}
+
+std::unique_ptr<DistributedMutex> ZooKeeperLockService::make_mutex(std::string name, LockOptions options) {
+    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+    return std::make_unique<ZkMutex>(state_, std::move(name), std::move(options));
+}
+
+std::unique_ptr<DistributedReadWriteLock> ZooKeeperLockService::make_read_write_lock(std::string name, LockOptions options) {
+    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+    return std::make_unique<ZkReadWriteLock>(state_, std::move(name), std::move(options));
+}
+
+void ZooKeeperLockService::expire_session() {
+    clientid_t id{};
+    {
+        std::lock_guard g(state_->mu);
+        if (!state_->zh) return;
+        id = *zoo_client_id(state_->zh);
+    }
+    // Attach a second client to the same session and close it: the server ends the session, and
+    // our own client learns it as an expiry (the standard way to force one).
+    zhandle_t* other = zookeeper_init(state_->zk.hosts.c_str(), [](zhandle_t*, int, int, const char*, void*) {},
+                                      static_cast<int>(state_->zk.session_timeout.count()), &id, nullptr, 0);
+    if (!other) throw ConnectionError("zookeeper_init for expire_session failed");
+    for (int i = 0; i < 500 && zoo_state(other) != ZOO_CONNECTED_STATE; ++i) std::this_thread::sleep_for(10ms);
+    zookeeper_close(other);
+    std::unique_lock g(state_->mu);
+    state_->changed.wait_for(g, 10s, [&] { return state_->expiry_reported; });
+}
+
+std::chrono::milliseconds ZooKeeperLockService::session_timeout() const {
+    std::lock_guard g(state_->mu);
+    return state_->zh ? std::chrono::milliseconds(zoo_recv_timeout(state_->zh)) : state_->zk.session_timeout;
+}
+
+ZooKeeperLockStats ZooKeeperLockService::stats() const {
+    std::lock_guard g(state_->mu);
+    return state_->stats;
+}
+
+ZooKeeperLockOptions parse_zookeeper_url(std::string_view url) {
+    const std::string_view scheme = "zookeeper://";
+    if (url.substr(0, scheme.size()) != scheme) throw ConfigError("zookeeper URL", "must start with zookeeper://");
+    std::string rest(url.substr(scheme.size()));
+    ZooKeeperLockOptions o;
+    const auto q = rest.find('?');
+    std::string query = q == std::string::npos ? "" : rest.substr(q + 1);
+    rest = rest.substr(0, q);
+    if (!rest.empty() && rest.back() == '/') rest.pop_back();
+    if (rest.empty()) throw ConfigError("zookeeper URL", "no host");
+    o.hosts = rest;
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        const std::string kv = query.substr(0, amp);
+        query = amp == std::string::npos ? "" : query.substr(amp + 1);
+        const auto eq = kv.find('=');
+        const std::string k = kv.substr(0, eq), v = eq == std::string::npos ? "" : kv.substr(eq + 1);
+        try {
+            if (k == "session_timeout_ms") o.session_timeout = std::chrono::milliseconds(std::stoll(v));
+            else if (k == "connect_timeout_ms") o.connect_timeout = std::chrono::milliseconds(std::stoll(v));
+            else throw ConfigError("zookeeper URL", "unknown query parameter '" + k + "'");
+        } catch (const std::invalid_argument&) {
+            throw ConfigError("query parameter '" + k + "'", "not a number: " + v);
+        } catch (const std::out_of_range&) {
+            throw ConfigError("query parameter '" + k + "'", "out of range: " + v);
+        }
+    }
+    return o;
+}
+
+}  // namespace lockstep

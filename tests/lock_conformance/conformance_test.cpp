@@ -1,0 +1,334 @@
+// The lock conformance suite: the same test bodies for every backend (typed tests, one
+// instantiation per backend), so every backend meets the one contract of distributed_mutex.h and
+// distributed_read_write_lock.h. Servers are real (LocalServers); races are forced with real
+// signals at a known step, never slept into.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include "backends.h"
+#include "child_process.h"
+#include "counter_file.h"
+#include "lockstep/db/fenced_write.h"
+#include "lockstep/db/mysql_pool.h"
+#include "test_servers.h"
+
+namespace lockstep::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string fresh_prefix() {
+    static std::atomic<int> n{0};
+    return "ct" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1)) + ":";
+}
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+struct Memory { static constexpr const char* name = "memory"; };
+struct Redis { static constexpr const char* name = "redis"; };
+struct Mysql { static constexpr const char* name = "mysql"; };
+struct ZooKeeper { static constexpr const char* name = "zookeeper"; };
+
+template <class B>
+class LockConformance : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (backend_url(B::name).empty()) GTEST_SKIP() << B::name << " is not available here";
+        traits_ = backend_traits(B::name);
+        prefix_ = fresh_prefix();
+    }
+    std::unique_ptr<LockService> open(LockServiceOptions o = {}) { return open_backend(B::name, prefix_, std::move(o)); }
+    // The service a second "process" uses: its own service, except for the in-memory backend,
+    // whose services are independent worlds (threads of one service stand for processes).
+    LockService& other(LockService& first) {
+        if (!traits_.cross_process) return first;
+        if (!second_) second_ = open();
+        return *second_;
+    }
+    std::map<std::string, std::string> child_env(const std::string& name) {
+        return {{"LOCKSTEP_CT_URL", backend_url(B::name)}, {"PREFIX", prefix_}, {"NAME", name}};
+    }
+    BackendTraits traits_;
+    std::string prefix_;
+    std::unique_ptr<LockService> second_;
+};
+
+struct BackendName {
+    template <class B>
+    static std::string GetName(int) { return B::name; }
+};
+
+using Backends = ::testing::Types<Memory, Redis, Mysql, ZooKeeper>;
+TYPED_TEST_SUITE(LockConformance, Backends, BackendName);
+
+TYPED_TEST(LockConformance, ReentryKeepsTheHoldAndItsToken) {
+    auto s = this->open();
+    auto m = s->make_mutex("re");
+    auto same = s->make_mutex("re");  // another object, same name: the same hold (L6)
+    m->lock();
+    const FenceToken t = m->fence_token();
+    ASSERT_TRUE(same->try_lock());
+    EXPECT_EQ(m->hold_count(), 2);
+    EXPECT_EQ(same->fence_token(), t);
+    same->unlock();
+    EXPECT_TRUE(m->held_by_this_thread());
+    auto theirs = this->other(*s).make_mutex("re");
+    bool other_got = true;
+    std::thread([&] { other_got = theirs->try_lock(); }).join();
+    EXPECT_FALSE(other_got) << "an inner unlock freed the lock";
+    m->unlock();
+    EXPECT_EQ(m->hold_count(), 0);
+    std::thread([&] {
+        other_got = theirs->try_lock();
+        if (other_got) theirs->unlock();
+    }).join();
+    EXPECT_TRUE(other_got);
+}
+
+TYPED_TEST(LockConformance, TokensIncreaseWithEveryNewAcquisition) {
+    auto s = this->open();
+    auto a = s->make_mutex("tok");
+    auto b = this->other(*s).make_mutex("tok");
+    FenceToken last = 0;
+    for (int i = 0; i < 10; ++i) {
+        DistributedMutex& m = i % 2 ? *a : *b;
+        std::unique_lock hold(m);
+        EXPECT_GT(m.fence_token(), last);
+        last = m.fence_token();
+    }
+}
+
+TYPED_TEST(LockConformance, UnlockWithoutAHoldIsNotOwnerError) {
+    auto s = this->open();
+    auto m = s->make_mutex("no");
+    EXPECT_THROW(m->unlock(), NotOwnerError);
+    EXPECT_THROW((void)m->fence_token(), NotOwnerError);
+    m->lock();
+    std::thread([&] { EXPECT_THROW(m->unlock(), NotOwnerError); }).join();  // another thread
+    m->unlock();
+}
+
+TYPED_TEST(LockConformance, UnlockAfterLossIsLockLostErrorAndReportedOnce) {
+    std::atomic<int> service_calls{0}, lock_calls{0};
+    LockServiceOptions so;
+    so.on_lost = [&](const LockLoss&) { service_calls.fetch_add(1); };
+    auto s = this->open(so);
+    LockOptions lo;
+    lo.on_lost = [&](const LockLoss& l) {
+        EXPECT_EQ(l.name, "gone");
+        lock_calls.fetch_add(1);
+    };
+    auto m = s->make_mutex("gone", lo);
+    {
+        std::unique_lock hold(*m);
+        force_loss(TypeParam::name, *s, this->prefix_, "gone");
+        // The loss is found by the watchdog or by unlock, whichever is first; never silent (L10).
+        EXPECT_THROW(hold.unlock(), LockLostError);
+    }  // the guard's destructor: no second error
+    EXPECT_TRUE(m->try_lock()) << "the lock is free again";
+    m->unlock();
+    EXPECT_EQ(service_calls.load(), 1);
+    EXPECT_EQ(lock_calls.load(), 1);
+    EXPECT_THROW(m->unlock(), NotOwnerError);
+}
+
+TYPED_TEST(LockConformance, StdGuardsWork) {
+    auto s = this->open();
+    auto m = s->make_mutex("guards");
+    auto theirs = this->other(*s).make_mutex("guards");
+    {
+        std::lock_guard g(*m);
+        EXPECT_EQ(m->hold_count(), 1);
+    }
+    {
+        std::unique_lock g(*m, std::defer_lock);
+        ASSERT_TRUE(g.try_lock_for(1s));
+        bool got = true;
+        std::thread([&] { got = theirs->try_lock_for(50ms); }).join();
+        EXPECT_FALSE(got);
+    }
+    {
+        std::scoped_lock g(*m);
+        EXPECT_TRUE(m->held_by_this_thread());
+    }
+    EXPECT_EQ(m->hold_count(), 0);
+}
+
+TYPED_TEST(LockConformance, TimedWaitsEndOnTime) {
+    auto s = this->open();
+    auto m = s->make_mutex("timed");
+    m->lock();
+    LockOptions bounded;
+    bounded.max_wait = 100ms;
+    auto theirs = this->other(*s).make_mutex("timed", bounded);
+    std::thread([&] {
+        const auto t0 = Clock::now();
+        EXPECT_FALSE(theirs->try_lock_until(std::chrono::system_clock::now() + 100ms));
+        EXPECT_GE(ms_since(t0), 90);
+        EXPECT_LT(ms_since(t0), 2000);
+        EXPECT_THROW(theirs->lock(), TimeoutError);
+    }).join();
+    m->unlock();
+}
+
+TYPED_TEST(LockConformance, MutualExclusionTwoProcessesTimesEightThreadsExactCount) {
+    constexpr int kThreads = 8, kPerThread = 25;
+    const std::string file = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/" +
+                             this->prefix_.substr(0, this->prefix_.size() - 1) + ".counter";
+    ::unlink(file.c_str());
+    auto s = this->open();
+    int child_errors = 0;
+    if (this->traits_.cross_process) {
+        auto env = this->child_env("count");
+        env["FILE"] = file;
+        env["THREADS"] = std::to_string(kThreads);
+        env["PER_THREAD"] = std::to_string(kPerThread);
+        Child child("count", env);
+        ASSERT_TRUE(child.expect("READY", 30s));
+        child.send("GO");
+        const int mine = locked_increments(*s, "count", file, kThreads, kPerThread);
+        auto done = child.expect("DONE", 120s);
+        ASSERT_TRUE(done);
+        child_errors = std::stoi(done->substr(5));
+        EXPECT_EQ(mine, 0);
+        EXPECT_EQ(child.wait(), 0);
+    } else {
+        std::thread other([&] { child_errors = locked_increments(*s, "count", file, kThreads, kPerThread); });
+        EXPECT_EQ(locked_increments(*s, "count", file, kThreads, kPerThread), 0);
+        other.join();
+    }
+    EXPECT_EQ(child_errors, 0);
+    EXPECT_EQ(read_counter(file), 2 * kThreads * kPerThread);
+    ::unlink(file.c_str());
+}
+
+TYPED_TEST(LockConformance, KilledHolderFreesTheLockWithinItsBound) {
+    if (!this->traits_.cross_process) GTEST_SKIP() << "one process only";
+    auto env = this->child_env("kill");
+    env["LEASE_MS"] = std::to_string(this->traits_.short_lease.lease.count());
+    Child child("hold", env);
+    ASSERT_TRUE(child.expect("HELD", 30s));
+    auto s = this->open();
+    auto m = s->make_mutex("kill");
+    EXPECT_FALSE(m->try_lock());
+    const auto t0 = Clock::now();
+    child.signal(SIGKILL);
+    child.wait();
+    ASSERT_TRUE(m->try_lock_for(this->traits_.kill_bound + 5s));
+    const double freed_ms = ms_since(t0);
+    std::cout << "[ measure ] " << TypeParam::name << ": SIGKILLed holder's lock free after " << freed_ms << " ms\n";
+    const double bound_ms = std::chrono::duration<double, std::milli>(this->traits_.kill_bound).count() + 1000;
+    EXPECT_LE(freed_ms, bound_ms);
+    m->unlock();
+
+}
+
+TYPED_TEST(LockConformance, StoppedHolderLosesTheLockAndItsFencedWriteIsRefused) {
+    if (!this->traits_.cross_process) GTEST_SKIP() << "one process only";
+    MysqlPool pool(servers().mysql_options());
+    pool.execute("CREATE TABLE IF NOT EXISTS ct_fenced (id BIGINT PRIMARY KEY, v BIGINT, fence BIGINT NOT NULL DEFAULT 0)");
+    pool.execute("REPLACE INTO ct_fenced (id, v, fence) VALUES (1, 0, 0)");
+    auto env = this->child_env("stop");
+    env["LEASE_MS"] = std::to_string(this->traits_.short_lease.lease.count());
+    env["MYSQL_URL"] = servers().mysql_url();
+    Child child("hold", env);
+    auto held = child.expect("HELD", 30s);
+    ASSERT_TRUE(held);
+    const FenceToken old_token = std::stoll(held->substr(5));
+    child.signal(SIGSTOP);  // paused past its lease / session (L5)
+    auto s = this->open();
+    auto m = s->make_mutex("stop");
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(m->try_lock_for(this->traits_.stop_bound + 10s));
+    std::cout << "[ measure ] " << TypeParam::name << ": SIGSTOPped holder's lock taken over after " << ms_since(t0)
+              << " ms\n";
+    EXPECT_GT(m->fence_token(), old_token);
+    {
+        auto conn = pool.acquire();
+        EXPECT_TRUE(fenced_update(*conn, 1, m->fence_token(), {.assignments = "v = ?", .params = {2}, .table = "ct_fenced"}));
+    }
+    child.signal(SIGCONT);
+    child.send("FENCE 1");  // the paused holder's late write
+    EXPECT_EQ(child.expect("FENCE", 30s).value_or("none"), "FENCE refused");
+    EXPECT_EQ(pool.query_one("SELECT v FROM ct_fenced WHERE id = 1")->get<std::int64_t>("v"), 2);
+    child.send("UNLOCK");
+    EXPECT_EQ(child.expect("UNLOCK", 30s).value_or("none"), "UNLOCK lost");
+    m->unlock();
+}
+
+TYPED_TEST(LockConformance, HandOverWithoutPolling) {
+    auto s = this->open();
+    auto a = s->make_mutex("handover");
+    LockService& o = this->other(*s);
+    std::vector<double> latencies;
+    for (int round = 0; round < 15; ++round) {
+        a->lock();
+        std::atomic<bool> waiting{false};
+        Clock::time_point released, acquired;
+        std::thread waiter([&] {
+            auto b = o.make_mutex("handover");
+            waiting = true;
+            b->lock();
+            acquired = Clock::now();
+            b->unlock();
+        });
+        while (!waiting) std::this_thread::yield();
+        std::this_thread::sleep_for(20ms);  // let the waiter block (its wait is server-side / a watch)
+        released = Clock::now();
+        a->unlock();
+        waiter.join();
+        latencies.push_back(std::chrono::duration<double, std::milli>(acquired - released).count());
+    }
+    std::sort(latencies.begin(), latencies.end());
+    const double median = latencies[latencies.size() / 2];
+    std::cout << "[ measure ] " << TypeParam::name << ": hand-over median " << median << " ms, max "
+              << latencies.back() << " ms\n";
+    // Polling would cost its sleep (Redis' fallback: the remaining lease, 30 s here).
+    EXPECT_LT(median, 100.0);
+}
+
+TYPED_TEST(LockConformance, ReadWriteLockReadersShareWritersExclude) {
+    auto s = this->open();
+    if (!s->supports_read_write()) {
+        EXPECT_THROW(s->make_read_write_lock("rw"), ConfigError);
+        return;
+    }
+    auto rw = s->make_read_write_lock("rw");
+    auto theirs = this->other(*s).make_read_write_lock("rw");
+    {
+        std::shared_lock r(*rw);
+        bool other_read = false, other_write = true;
+        std::thread([&] {
+            other_read = theirs->try_lock_shared_for(1s);
+            if (other_read) theirs->unlock_shared();
+            other_write = theirs->try_lock();
+        }).join();
+        EXPECT_TRUE(other_read) << "readers overlap";
+        EXPECT_FALSE(other_write) << "a writer waits for readers";
+        EXPECT_THROW(rw->lock(), LockUpgradeError);
+    }
+    {
+        std::unique_lock w(*rw);
+        EXPECT_GT(rw->fence_token(), 0);
+        bool other_read = true;
+        std::thread([&] { other_read = theirs->try_lock_shared(); }).join();
+        EXPECT_FALSE(other_read) << "a writer excludes readers";
+        rw->lock_shared();  // downgrade: allowed
+        w.unlock();
+        EXPECT_EQ(rw->read_hold_count(), 1);
+        rw->unlock_shared();
+    }
+}
+
+}  // namespace
+}  // namespace lockstep::test

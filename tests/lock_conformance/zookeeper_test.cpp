@@ -1,0 +1,99 @@
+// What only the ZooKeeper backend and its private server have to show: one release wakes one
+// waiter (L9, counted in watch events), and the private server never outlives its owner.
+#include <gtest/gtest.h>
+
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+#include "backends.h"
+#include "child_process.h"
+#include "lockstep/locks/zookeeper_lock_service.h"
+
+namespace lockstep::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ZooKeeperLock, OneReleaseWakesOneWaiter) {
+    const std::string url = backend_url("zookeeper");
+    LockServiceOptions o;
+    o.prefix = "l9:";
+    ZooKeeperLockService holder(parse_zookeeper_url(url), o);
+    std::vector<std::unique_ptr<ZooKeeperLockService>> waiters;
+    for (int i = 0; i < 3; ++i) waiters.push_back(std::make_unique<ZooKeeperLockService>(parse_zookeeper_url(url), o));
+    auto m = holder.make_mutex("herd");
+    m->lock();
+    std::atomic<int> acquired{0};
+    std::atomic<bool> release_all{false};
+    std::vector<std::thread> threads;
+    for (auto& w : waiters) {
+        threads.emplace_back([&, s = w.get()] {
+            auto mine = s->make_mutex("herd");
+            mine->lock();
+            acquired.fetch_add(1);
+            while (!release_all) std::this_thread::sleep_for(1ms);
+            mine->unlock();
+        });
+    }
+    // Every waiter has queued when each has set its one watch (on its predecessor).
+    auto watches_fired = [&] {
+        std::uint64_t n = 0;
+        for (auto& w : waiters) n += w->stats().watches_fired;
+        return n;
+    };
+    std::this_thread::sleep_for(300ms);  // let the three queue (their watches are set by then)
+    EXPECT_EQ(watches_fired(), 0u);
+    m->unlock();
+    while (acquired.load() == 0) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(200ms);  // a herd would have woken the others by now
+    EXPECT_EQ(acquired.load(), 1);
+    EXPECT_EQ(watches_fired(), 1u) << "a release woke more than the next waiter";
+    release_all = true;
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(acquired.load(), 3);
+}
+
+TEST(ZooKeeperLock, SessionExpiryIsReportedAsLoss) {
+    LockServiceOptions o;
+    o.prefix = "exp:";
+    std::atomic<int> losses{0};
+    o.on_lost = [&](const LockLoss& l) {
+        EXPECT_EQ(l.reason, LockLossReason::Expired);
+        losses.fetch_add(1);
+    };
+    ZooKeeperLockService s(parse_zookeeper_url(backend_url("zookeeper")), o);
+    auto m = s.make_mutex("a");
+    auto rw = s.make_read_write_lock("b");
+    m->lock();
+    rw->lock_shared();
+    s.expire_session();
+    EXPECT_TRUE(m->lost());
+    EXPECT_TRUE(rw->lost());
+    EXPECT_EQ(losses.load(), 2);
+    EXPECT_THROW(m->unlock(), LockLostError);
+    EXPECT_THROW(rw->unlock_shared(), LockLostError);
+    // The service opened a new session: locks work again.
+    EXPECT_TRUE(m->try_lock());
+    m->unlock();
+    EXPECT_EQ(s.stats().sessions, 2u);
+}
+
+TEST(LocalZooKeeper, ServerDiesWithItsOwnerEvenOnSigkill) {
+    Child owner("zk-owner", {});
+    auto line = owner.expect("ZK ", 60s);
+    ASSERT_TRUE(line) << "the owner did not start its server";
+    const pid_t server = std::stoi(line->substr(3));
+    ASSERT_EQ(::kill(server, 0), 0);
+    owner.signal(SIGKILL);
+    owner.wait();
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (::kill(server, 0) == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+    EXPECT_NE(::kill(server, 0), 0) << "the private ZooKeeper outlived its owner";
+}
+
+}  // namespace
+}  // namespace lockstep::test
+#endif
