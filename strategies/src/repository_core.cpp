@@ -82,6 +82,19 @@ RepositoryCore::State::State(TableSpec spec_in, MysqlPool& db_in, std::shared_pt
     }
 }
 
+bool TraceLimiter::allow() {
+    const std::int64_t second = now_ns() / 1'000'000'000;
+    auto window = window_.load(std::memory_order_relaxed);
+    if (window != second && window_.compare_exchange_strong(window, second)) used_.store(0, std::memory_order_relaxed);
+    return used_.fetch_add(1, std::memory_order_relaxed) < per_second;
+}
+
+bool TraceLimiter::allow_warning() {
+    const auto now = now_ns();
+    auto next = next_warning_.load(std::memory_order_relaxed);
+    return now >= next && next_warning_.compare_exchange_strong(next, now + 1'000'000'000);
+}
+
 bool RepositoryCore::State::cache_usable() const {
     return now_ns() >= cache_skip_until.load(std::memory_order_relaxed);
 }
@@ -106,11 +119,14 @@ void RepositoryCore::State::cache_failed(const Error& e, std::string_view during
 // ---- deletes -----------------------------------------------------------------------------
 
 bool RepositoryCore::State::delete_key(const std::string& key) {
+    const auto t0 = Clock::now();
     try {
         store->remove({key});
         bump(c.deletes);
+        trace(key, "deleted (invalidation)");
         return true;
     } catch (const Error& e) {
+        lat.cache_error.record(Clock::now() - t0);
         bump(c.deletes_failed);
         cache_failed(e, "delete of " + key);
         enqueue_retry(key);
@@ -222,6 +238,13 @@ RepositoryMetrics RepositoryCore::State::metrics() const {
     m.lock_waits = get(c.lock_waits);
     m.lock_timeouts = get(c.lock_timeouts);
     m.locks_lost = get(c.locks_lost);
+    m.latency.hit = lat.hit.snapshot();
+    m.latency.miss_load = lat.miss_load.snapshot();
+    m.latency.fill = lat.fill.snapshot();
+    m.latency.write = lat.write.snapshot();
+    m.latency.lock_wait = lat.lock_wait.snapshot();
+    m.latency.lock_hold = lat.lock_hold.snapshot();
+    m.latency.cache_error = lat.cache_error.snapshot();
     return m;
 }
 
@@ -243,6 +266,7 @@ KeyLock::Outcome KeyLock::acquire() {
     const auto& o = state_.opts;
     if (o.lock_mode == LockMode::None) return Outcome::NotNeeded;
     const std::string name = state_.keys.lock_name(id_);
+    ScopedLatency waited(&state_.lat.lock_wait);
     try {
         bool got = false;
         if (o.lock_mode == LockMode::Mutex) {
@@ -270,6 +294,7 @@ KeyLock::Outcome KeyLock::acquire() {
             return Outcome::TimedOut;
         }
         held_ = true;
+        held_since_ = Clock::now();
         return Outcome::Held;
     } catch (const ConnectionError& e) {
         state_.cache_failed(e, "lock of " + name);
@@ -280,6 +305,7 @@ KeyLock::Outcome KeyLock::acquire() {
 void KeyLock::release() {
     if (!held_) return;
     held_ = false;
+    state_.lat.lock_hold.record(Clock::now() - held_since_);
     const std::string name = state_.keys.lock_name(id_);
     try {
         if (mutex_) {
@@ -314,9 +340,23 @@ RepositoryCore::RepositoryCore(TableSpec spec, MysqlPool& db, std::shared_ptr<En
 
 RepositoryCore::~RepositoryCore() {
     state_->closed = true;
-    std::size_t pending = state_->metrics().deletes_pending;
+    std::string dropped;
+    std::size_t pending = 0;
+    {
+        std::lock_guard lock(state_->retry_mutex);
+        pending = state_->pending_deletes.size();
+        for (const auto& [key, p] : state_->pending_deletes) {
+            if (dropped.size() > 400) {
+                dropped += ", ...";
+                break;
+            }
+            dropped += (dropped.empty() ? "" : ", ") + key;
+        }
+    }
     if (pending > 0) {
-        logger()->warn("repository '{}' destroyed with {} queued delete(s) not landed", state_->spec.name, pending);
+        logger()->warn("repository '{}' destroyed with {} queued delete(s) not landed; dropping them: {} "
+                       "(each entry expires within its TTL)",
+                       state_->spec.name, pending, dropped);
     }
     // An owned scheduler stops here (joins its thread) before the state goes; a shared one
     // keeps running and finds this repository closed.

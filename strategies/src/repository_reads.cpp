@@ -71,6 +71,7 @@ Delivered RepositoryCore::State::deliver(const std::string& key, const std::stri
 std::optional<std::int64_t> RepositoryCore::State::load(std::int64_t id, ValueSink& sink, std::size_t i) {
     auto row = db.query_one(sql.select_one, {id});
     bump(c.loads);
+    if (logger()->should_log(spdlog::level::debug)) trace(keys.value(id), "loaded from the database ({})", row ? "row" : "no row");
     fault::point(repo_points::after_db_read);
     if (!row) return std::nullopt;
     const std::int64_t version = row->get<std::int64_t>(spec.version_column);
@@ -87,8 +88,12 @@ std::optional<Fill> RepositoryCore::State::make_fill(const std::string& key, std
             f.entry = CacheEntry::encode_value(*version, sink.encode(i));
         } catch (const std::exception& e) {
             // The value is good (it came from the database); only caching it is impossible.
+            // Every read of this key will hit this: count each, log at most once a second.
             bump(c.cache_errors);
-            logger()->error("repository '{}': cannot encode the value of {} for the cache: {}", spec.name, key, e.what());
+            if (trace_limit.allow_warning()) {
+                logger()->warn("repository '{}': cannot encode the value of {} for the cache ({} cache errors so far): {}",
+                               spec.name, key, c.cache_errors.load(), e.what());
+            }
             return std::nullopt;
         }
         f.ttl = value_ttl();
@@ -122,9 +127,20 @@ void RepositoryCore::State::fill_one(const std::string& key, std::optional<std::
         if (marker) give_back_marker(key, *marker);
         return;
     }
+    const auto t0 = Clock::now();
     try {
-        count_fill(store->fill(*f));
+        const auto outcome = store->fill(*f);
+        lat.fill.record(Clock::now() - t0);
+        count_fill(outcome);
+        if (outcome == FillOutcome::Refused) {
+            trace(key, "fill of v{} refused: {}", version.value_or(0),
+                  f->mode == FillMode::IfMarker ? "the reader's marker is gone (a write or an eviction since the miss)"
+                                                : "a newer version is cached");
+        } else {
+            trace(key, "filled v{}", version.value_or(0));
+        }
     } catch (const Error& e) {
+        lat.cache_error.record(Clock::now() - t0);
         cache_failed(e, "backfill of " + key);
     }
 }
@@ -264,24 +280,37 @@ bool RepositoryCore::State::read_unlocked(std::int64_t id, const std::string& ke
         bump(c.degraded_reads);
         return load(id, sink, i).has_value();
     }
+    const auto t0 = Clock::now();
     std::optional<std::string> entry;
     try {
         entry = store->get(key);
     } catch (const Error& e) {
+        lat.cache_error.record(Clock::now() - t0);
         cache_failed(e, "read of " + key);
         bump(c.degraded_reads);
         return load(id, sink, i).has_value();
     }
     if (entry) {
         switch (deliver(key, *entry, sink, i)) {
-            case Delivered::Value: bump(c.hits); return true;
-            case Delivered::NotFound: bump(c.negative_hits); return false;
+            case Delivered::Value:
+                bump(c.hits);
+                lat.hit.record(Clock::now() - t0);
+                trace(key, "hit");
+                return true;
+            case Delivered::NotFound:
+                bump(c.negative_hits);
+                lat.hit.record(Clock::now() - t0);
+                trace(key, "hit (not found)");
+                return false;
             case Delivered::Marker: break;  // someone is loading: fetch() waits for it
             case Delivered::Corrupt: break;
         }
     }
     bump(c.misses);
-    return miss(id, key, sink, i);
+    trace(key, "miss");
+    const bool found = miss(id, key, sink, i);
+    lat.miss_load.record(Clock::now() - t0);
+    return found;
 }
 
 bool RepositoryCore::State::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
@@ -464,9 +493,12 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
             }
         }
         if (!fills.empty()) {
+            const auto t0 = Clock::now();
             try {
                 for (auto outcome : store->fill_many(fills)) count_fill(outcome);
+                lat.fill.record(Clock::now() - t0);
             } catch (const Error& e) {
+                lat.cache_error.record(Clock::now() - t0);
                 cache_failed(e, "batch backfill");
             }
         }

@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "entity_sql.h"
+#include "lockstep/core/logging.h"
 #include "entity_table_check.h"
 #include "key_space_claim.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/latency_histogram.h"
 #include "lockstep/strategies/cache_entry.h"
 #include "lockstep/strategies/repository_core.h"
 
@@ -38,6 +40,26 @@ struct Counters {
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+
+struct Latencies {
+    LatencyHistogram hit, miss_load, fill, write, lock_wait, lock_hold, cache_error;
+};
+
+// Debug lines that let an operator follow one key through the read and write paths (hit, miss,
+// load, fill and why it was refused, invalidation, lock wait), at most `per_second` per
+// repository so that turning debug on under load cannot flood the log.
+class TraceLimiter {
+public:
+    bool allow();
+    // At most one warning a second (a problem that repeats on every read).
+    bool allow_warning();
+
+private:
+    std::atomic<std::int64_t> next_warning_{0};
+    static constexpr int per_second = 200;
+    std::atomic<std::int64_t> window_{0};
+    std::atomic<int> used_{0};
+};
 
 // What a cached entry turned out to be once delivered.
 enum class Delivered { Value, NotFound, Marker, Corrupt };
@@ -66,6 +88,11 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     std::chrono::milliseconds max_entry_lifetime{0};
 
     Counters c;
+    Latencies lat;
+    TraceLimiter trace_limit;
+    // A debug line about `key`, rate-limited (TraceLimiter).
+    template <class... Args>
+    void trace(const std::string& key, const char* what, Args&&... args);
 
     // ---- cache health ----
     // Steady-clock nanoseconds until which reads skip the cache after a connection error.
@@ -127,6 +154,12 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     RepositoryMetrics metrics() const;
 };
 
+template <class... Args>
+void RepositoryCore::State::trace(const std::string& key, const char* what, Args&&... args) {
+    if (!logger()->should_log(spdlog::level::debug) || !trace_limit.allow()) return;
+    logger()->debug("repository '{}': {} {}", spec.name, key, fmt::format(fmt::runtime(what), std::forward<Args>(args)...));
+}
+
 // The lock of one key for one operation, per the lock mode. Released explicitly by release();
 // the destructor releases too (never throwing) when an exception left the scope.
 class KeyLock {
@@ -150,6 +183,7 @@ private:
     std::unique_ptr<DistributedMutex> mutex_;
     std::unique_ptr<DistributedReadWriteLock> rw_;
     bool held_ = false;
+    Clock::time_point held_since_{};
 };
 
 // 32 random hex digits.

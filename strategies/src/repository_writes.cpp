@@ -48,10 +48,19 @@ private:
         f.ttl = state_.value_ttl();
         f.mode = mode;
         f.version = version_;
+        const auto t0 = std::chrono::steady_clock::now();
         try {
-            state_.count_fill(state_.store->fill(f));
+            const auto outcome = state_.store->fill(f);
+            state_.lat.fill.record(std::chrono::steady_clock::now() - t0);
+            state_.count_fill(outcome);
+            state_.trace(key_, "write-through set of v{}: {}", version_,
+                         outcome == FillOutcome::Stored      ? "stored"
+                         : outcome == FillOutcome::Unchanged ? "unchanged"
+                         : outcome == FillOutcome::Cleared   ? "key cleared (nothing older to refresh)"
+                                                             : "a higher version was cached: deleted");
             landed_ = true;
         } catch (const Error& e) {
+            state_.lat.cache_error.record(std::chrono::steady_clock::now() - t0);
             // The old value may still be cached: make sure it goes, later.
             bump(state_.c.deletes_failed);
             state_.cache_failed(e, "write-through set of " + key_);
@@ -128,6 +137,43 @@ std::optional<std::string> reread_written_row(Transaction& tx, RepositoryCore::S
     }
 }
 
+// The writes this thread is inside (repository, id). A write of the same id from inside an
+// update function would wait for the row lock (and the key lock) its own outer write holds:
+// it blocked until a lock timeout and then reported a misleading "lost connection". Refuse it
+// at once instead.
+class NestedWriteGuard {
+public:
+    NestedWriteGuard(const RepositoryCore::State& state, std::int64_t id) : entry_{&state, id} {
+        for (const auto& e : active()) {
+            if (e == entry_) {
+                throw ConfigError("update", "repository '" + state.spec.name + "': a write of id " + std::to_string(id) +
+                                                " from inside a write of the same id would wait for itself; "
+                                                "change the value inside the update function instead");
+            }
+        }
+        active().push_back(entry_);
+    }
+    ~NestedWriteGuard() {
+        auto& a = active();
+        for (auto it = a.rbegin(); it != a.rend(); ++it) {
+            if (*it == entry_) {
+                a.erase(std::next(it).base());
+                break;
+            }
+        }
+    }
+    NestedWriteGuard(const NestedWriteGuard&) = delete;
+    NestedWriteGuard& operator=(const NestedWriteGuard&) = delete;
+
+private:
+    using Entry = std::pair<const RepositoryCore::State*, std::int64_t>;
+    static std::vector<Entry>& active() {
+        thread_local std::vector<Entry> a;
+        return a;
+    }
+    Entry entry_;
+};
+
 }  // namespace
 
 SqlParams RepositoryCore::State::ordered(const ColumnValues& values) const {
@@ -157,6 +203,8 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
                                                           const std::function<ColumnValues(const Row&)>& mutate,
                                                           ValueSink& sink, std::optional<FenceCheck> fence) {
     if (fence && spec.fence_column.empty()) throw ConfigError("entity.fence_column", "a fenced update needs one");
+    ScopedLatency timed(&lat.write);
+    NestedWriteGuard nested(*this, id);
     KeyLock lock(*this, id, KeyLock::Side::Exclusive);
     lock_for_write(lock, *this, id);
     std::int64_t version = 0;
@@ -195,6 +243,7 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
 
 std::int64_t RepositoryCore::State::insert(std::int64_t id, const ColumnValues& columns, ValueSink& sink) {
     SqlParams values = ordered(columns);
+    ScopedLatency timed(&lat.write);
     const bool generated = id == 0 && table.generated_key;
     if (generated) {
         // The id is not known before the INSERT, so there is no key to lock: nothing can have
@@ -236,6 +285,8 @@ std::int64_t RepositoryCore::State::insert(std::int64_t id, const ColumnValues& 
 }
 
 bool RepositoryCore::State::remove(std::int64_t id) {
+    ScopedLatency timed(&lat.write);
+    NestedWriteGuard nested(*this, id);
     KeyLock lock(*this, id, KeyLock::Side::Exclusive);
     lock_for_write(lock, *this, id);
     {

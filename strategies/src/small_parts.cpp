@@ -47,6 +47,16 @@ std::string to_string(const RepositoryMetrics& m) {
     return out;
 }
 
+std::string latency_report(const RepositoryMetrics& m) {
+    std::string out;
+    for_each_metric(
+        m, [](const char*, const char*, std::uint64_t) {},
+        [&](const char* name, const char*, const HistogramSnapshot& h) {
+            out += std::string(name) + ": " + to_string(h) + "\n";
+        });
+    return out;
+}
+
 TtlBounding::TtlBounding(std::chrono::milliseconds max_ttl, std::chrono::milliseconds jitter)
     : max_ttl_(max_ttl), jitter_(jitter) {
     if (max_ttl.count() <= 0) throw ConfigError("TtlBounding.max_ttl", "must be positive");

@@ -1,0 +1,51 @@
+// PrometheusCollector: the metrics of CachedRepository instances in Prometheus' model, for
+// prometheus-cpp (an optional component: target lockstep::prometheus, built when prometheus-cpp
+// is found; the core library does not depend on it).
+//
+//   auto collector = std::make_shared<lockstep::PrometheusCollector>();
+//   collector->add_repository("product", [&] { return products.metrics(); });
+//   prometheus::Exposer exposer{"127.0.0.1:9464"};          // prometheus-cpp-pull
+//   exposer.RegisterCollectable(collector);                   // GET /metrics
+//   std::string text = lockstep::prometheus_text(*collector); // or the text exposition directly
+//
+// Each counter becomes `lockstep_repository_<name>_total{repository="product"}` (the
+// deletes_pending gauge `lockstep_repository_deletes_pending`), each latency histogram
+// `lockstep_repository_<name>_seconds` with the histogram's power-of-two buckets.
+//
+// Thread safety: add_repository() and Collect() from any thread; the snapshot functions are
+// called from the thread that collects.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include "lockstep/strategies/repository_metrics.h"
+
+namespace lockstep {
+
+class PrometheusCollector : public prometheus::Collectable {
+public:
+    // `name` is the value of the `repository` label.
+    void add_repository(std::string name, std::function<RepositoryMetrics()> snapshot);
+
+    std::vector<prometheus::MetricFamily> Collect() const override;
+
+private:
+    struct Source {
+        std::string name;
+        std::function<RepositoryMetrics()> snapshot;
+    };
+    mutable std::mutex mutex_;
+    std::vector<Source> sources_;
+};
+
+// The text exposition format (what GET /metrics returns) of everything `collector` collects.
+std::string prometheus_text(const prometheus::Collectable& collector);
+
+}  // namespace lockstep
