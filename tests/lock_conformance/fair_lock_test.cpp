@@ -103,7 +103,9 @@ TEST(RedisFairMutex, ADeadWaiterIsSkippedAfterItsGrace) {
     const double ms = std::chrono::duration<double, std::milli>(acquired - released).count();
     std::cout << "[ measure ] redis-fair: live waiter behind a dead one acquired " << ms << " ms after the release\n";
     EXPECT_TRUE(got.load());
-    EXPECT_LT(ms, 500 + 1000.0) << "the dead waiter blocked the line past its grace";
+    // The release finds the dead waiter's process unsubscribed and tells the next one at once;
+    // at worst (a message lost) the live waiter's own re-check, grace/2, finds the lock.
+    EXPECT_LT(ms, 500.0) << "the dead waiter blocked the line";
 }
 
 // Printed for docs/locks.md: fair vs barging, uncontended cycle and 8-thread throughput.

@@ -31,6 +31,19 @@ local function drop_dead_heads(q, qx)
   end
 end
 
+-- L9: tell the next live waiter, and only it. PUBLISH counts the subscribers that got it: 0
+-- means that waiter's process is gone (a waiter subscribes before it joins the line), so it
+-- is dropped at once instead of after its grace, and the next one is told.
+local function wake_next(q, qx, channel_prefix)
+  for _ = 1, 64 do
+    local head = drop_dead_heads(q, qx)
+    if not head then return end
+    if redis.call('publish', channel_prefix .. head, 'go') > 0 then return end
+    redis.call('lpop', q)
+    redis.call('zrem', qx, head)
+  end
+end
+
 -- Same rule as RedisMutex's counter (lock_scripts.cpp): last + 1, never below server µs.
 local function next_fence(key, ttl)
   local last = tonumber(redis.call('get', key) or '0') or 0
@@ -85,9 +98,7 @@ const RedisScript& release() {
     static const RedisScript s(with_prelude(R"lua(
 if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('del', KEYS[1])
-local head = drop_dead_heads(KEYS[2], KEYS[3])
--- L9: only the next in line is woken.
-if head then redis.call('publish', ARGV[2] .. head, 'go') end
+wake_next(KEYS[2], KEYS[3], ARGV[2])
 return 1
 )lua"));
     return s;
@@ -110,10 +121,7 @@ const RedisScript& leave() {
     static const RedisScript s(with_prelude(R"lua(
 redis.call('lrem', KEYS[2], 0, ARGV[1])
 redis.call('zrem', KEYS[3], ARGV[1])
-if redis.call('exists', KEYS[1]) == 0 then
-  local head = drop_dead_heads(KEYS[2], KEYS[3])
-  if head then redis.call('publish', ARGV[2] .. head, 'go') end
-end
+if redis.call('exists', KEYS[1]) == 0 then wake_next(KEYS[2], KEYS[3], ARGV[2]) end
 return 1
 )lua"));
     return s;
