@@ -3,6 +3,7 @@
 #include "lockstep/locks/in_memory_lock_service.h"
 #include "lockstep/locks/lock_service.h"
 #include "lockstep/locks/mysql_lock_service.h"
+#include "lockstep/locks/redis_fair_lock_service.h"
 #include "lockstep/locks/redis_lock_service.h"
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
 #include "lockstep/locks/zookeeper_lock_service.h"
@@ -13,6 +14,11 @@ namespace lockstep {
 void register_builtin_lock_backends() {
     register_lock_backend("redis", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
         return std::make_unique<RedisLockService>(parse_redis_url(url), std::move(o));
+    });
+    register_lock_backend("redis-fair", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
+        // The same URL as redis://, only the scheme chooses the fair mutex.
+        return std::make_unique<RedisFairLockService>(parse_redis_url("redis" + std::string(url.substr(url.find(':')))),
+                                                      std::move(o));
     });
     register_lock_backend("mysql", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
         return std::make_unique<MysqlLockService>(parse_mysql_url(url), std::move(o));

@@ -40,6 +40,7 @@ std::string backend_url(const std::string& backend) {
     if (backend == "memory") return "memory:";
     if (backend == "redis") return servers().redis_url();
     if (backend == "mysql") return servers().mysql_url();
+    if (backend == "redis-fair") return "redis-fair" + servers().redis_url().substr(5);
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
     // Short sessions, so a killed or stopped holder's nodes go within the test's bound.
     if (backend == "zookeeper") return zookeeper().url() + "?session_timeout_ms=1500";
@@ -52,7 +53,7 @@ BackendTraits backend_traits(const std::string& backend) {
     t.name = backend;
     if (backend == "memory") {
         t.cross_process = false;
-    } else if (backend == "redis") {
+    } else if (backend == "redis" || backend == "redis-fair") {
         t.short_lease.lease = 600ms;  // renewed every 200 ms while the holder runs
         t.kill_bound = 600ms;         // the lease
         t.stop_bound = 600ms;
@@ -80,6 +81,10 @@ void force_loss(const std::string& backend, LockService& holder, const std::stri
         RedisClient redis(servers().redis_options());
         LockKeys keys(prefix, name);
         redis.del({keys.mutex(), keys.rw_writer(), keys.rw_readers(), keys.rw_reader_expiry()});
+    } else if (backend == "redis-fair") {
+        RedisClient redis(servers().redis_options());
+        LockKeys keys(prefix, name);
+        redis.del({keys.stem() + ":fair", keys.rw_writer(), keys.rw_readers(), keys.rw_reader_expiry()});
     } else if (backend == "mysql") {
         // The way a MySQL hold is lost: its session ends (KILL, server restart, wait_timeout).
         MysqlConnection admin(servers().mysql_options());

@@ -1,7 +1,11 @@
 // What only the MySQL backend has to get right: long names and waits longer than the read timeout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iostream>
 #include <thread>
+
+#include "lockstep/db/mysql_connection.h"
 
 #include "lockstep/locks/mysql_lock_service.h"
 #include "test_servers.h"
@@ -40,6 +44,21 @@ TEST(MysqlLock, WaitsLongerThanTheReadTimeoutAreChunked) {
         EXPECT_GE(std::chrono::steady_clock::now() - t0, 2900ms);
     }).join();
     EXPECT_GE(b.stats().wait_chunks, 2u);
+}
+
+// The floor the MySQL lock cycle is compared with: GET_LOCK + RELEASE_LOCK on one connection.
+TEST(MysqlLock, RawFloorIsMeasured) {
+    MysqlConnection c(servers().mysql_options());
+    std::vector<double> cycles;
+    for (int i = 0; i < 200; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        c.query_one("SELECT GET_LOCK(?, 0) AS got", {std::string("raw-floor")});
+        c.query_one("SELECT RELEASE_LOCK(?) AS released", {std::string("raw-floor")});
+        cycles.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(cycles.begin(), cycles.end());
+    std::cout << "[ measure ] mysql raw GET_LOCK+RELEASE_LOCK p50 " << cycles[100] << " ms\n";
+    EXPECT_GT(cycles[100], 0.0);
 }
 
 }  // namespace

@@ -5,8 +5,15 @@
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <iostream>
 #include <thread>
+
+#ifndef THREADED
+#define THREADED  // the C client's synchronous API
+#endif
+#include <zookeeper/zookeeper.h>
 
 #include "backends.h"
 #include "child_process.h"
@@ -79,6 +86,26 @@ TEST(ZooKeeperLock, SessionExpiryIsReportedAsLoss) {
     EXPECT_TRUE(m->try_lock());
     m->unlock();
     EXPECT_EQ(s.stats().sessions, 2u);
+}
+
+// The floor the ZooKeeper lock cycle is compared with: a raw create-ephemeral-sequential + delete.
+TEST(ZooKeeperLock, RawFloorIsMeasured) {
+    const auto o = parse_zookeeper_url(backend_url("zookeeper"));
+    ZooKeeperLockService s(o);  // makes sure the root exists
+    zhandle_t* zh = zookeeper_init(o.hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
+    ASSERT_NE(zh, nullptr);
+    for (int i = 0; i < 500 && zoo_state(zh) != ZOO_CONNECTED_STATE; ++i) std::this_thread::sleep_for(10ms);
+    std::vector<double> cycles;
+    for (int i = 0; i < 200; ++i) {
+        char buf[256];
+        const auto t0 = std::chrono::steady_clock::now();
+        ASSERT_EQ(zoo_create(zh, "/lockstep/raw-", "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, buf, sizeof buf), ZOK);
+        ASSERT_EQ(zoo_delete(zh, buf, -1), ZOK);
+        cycles.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    zookeeper_close(zh);
+    std::sort(cycles.begin(), cycles.end());
+    std::cout << "[ measure ] zookeeper raw create+delete p50 " << cycles[100] << " ms\n";
 }
 
 TEST(LocalZooKeeper, ServerDiesWithItsOwnerEvenOnSigkill) {
