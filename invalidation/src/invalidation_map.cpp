@@ -39,8 +39,11 @@ bool InvalidationMap::watches(std::string_view database, std::string_view table)
 }
 
 std::string InvalidationMap::key(const TableBinding& binding, std::int64_t id) const {
-    auto index = static_cast<std::size_t>(&binding - bindings_.data());
-    return keys_.at(index).value(id);
+    // REQUIRES: `binding` is one of this map's own (bindings_for / bindings()).
+    if (bindings_.empty() || &binding < bindings_.data() || &binding >= bindings_.data() + bindings_.size()) {
+        throw ConfigError("binding", "not one of this map's bindings");
+    }
+    return keys_[static_cast<std::size_t>(&binding - bindings_.data())].value(id);
 }
 
 std::string InvalidationMap::scan_pattern(const TableBinding& binding) const {

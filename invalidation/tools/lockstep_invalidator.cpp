@@ -11,8 +11,9 @@
 //     "server_id": 4242,                                    distinct per follower
 //     "heartbeat_ms": 250, "read_timeout_ms": 1000, "save_interval_ms": 200,
 //     "flush_on_fresh_start": true,
-//     "tables": [ {"table": "products", "entity": "product", "prefix": "ls:", "key_column": "id"} ]
-//   }
+//     "tables": [ {"table": "products", "entity": "product", "prefix": "ls:", "key_column": "id"} ],
+//     "outbox": {"bound_ms": 1000, "replay_every_ms": 100}          optional: also replay the
+//   }                                                               transactional outbox (C5)
 //
 // Progress: one JSON line of metrics on stdout every --progress seconds (0: off). SIGINT or
 // SIGTERM stop it cleanly (the applied position is saved). Exit 0 on a clean stop, 2 on a bad
@@ -25,6 +26,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -34,7 +37,10 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/uri.h"
+#include "lockstep/db/mysql_pool.h"
 #include "lockstep/invalidation/binlog_invalidator.h"
+#include "lockstep/strategies/entry_store.h"
+#include "lockstep/strategies/outbox.h"
 
 namespace {
 
@@ -68,6 +74,7 @@ struct Config {
     lockstep::RedisOptions redis;
     lockstep::BinlogInvalidatorOptions options;
     std::vector<lockstep::TableBinding> tables;
+    std::optional<lockstep::OutboxOptions> outbox;
 };
 
 Config read_config(const std::string& path) {
@@ -97,6 +104,12 @@ Config read_config(const std::string& path) {
             b.prefix = t.value("prefix", b.prefix);
             b.key_column = t.value("key_column", b.key_column);
             c.tables.push_back(std::move(b));
+        }
+        if (j.contains("outbox")) {
+            lockstep::OutboxOptions o;
+            o.bound = std::chrono::milliseconds(j["outbox"].value("bound_ms", o.bound.count()));
+            o.replay_every = std::chrono::milliseconds(j["outbox"].value("replay_every_ms", o.replay_every.count()));
+            c.outbox = o;
         }
     } catch (const nlohmann::json::exception& e) {
         throw lockstep::ConfigError("--config", path + ": " + e.what());
@@ -131,6 +144,13 @@ int main(int argc, char** argv) {
         lockstep::RedisClient redis(c.redis);
         lockstep::BinlogInvalidator follower(c.mysql, redis, lockstep::InvalidationMap(c.tables), c.options);
         follower.start();
+        // The outbox replayer (strategies/outbox.h): rows of writers that died after COMMIT.
+        std::unique_ptr<lockstep::MysqlPool> outbox_pool;
+        std::unique_ptr<lockstep::Outbox> outbox;
+        if (c.outbox) {
+            outbox_pool = std::make_unique<lockstep::MysqlPool>(c.mysql);
+            outbox = std::make_unique<lockstep::Outbox>(*outbox_pool, lockstep::make_redis_entry_store(redis), *c.outbox);
+        }
         auto tick = std::chrono::duration<double>(progress > 0 ? progress : 1.0);
         auto next = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(tick);
         while (!stop_requested.load()) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +43,10 @@ void mariadb_client(const std::string& sql);
 
 // Polls until `key` is gone; the time it took, or nullopt after `timeout`.
 std::optional<std::chrono::microseconds> time_until_gone(const std::string& key, std::chrono::milliseconds timeout);
+
+// Polls `condition` until it holds or `timeout` passes: for counters that are bumped just after
+// the effect a test observed (a key gone) — the metric trails the effect, never precedes it.
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 InvalidationMap products_map(const std::string& prefix);
 BinlogInvalidatorOptions follower_options(const std::string& name);

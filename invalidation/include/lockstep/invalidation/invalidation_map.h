@@ -42,7 +42,8 @@ public:
     std::vector<const TableBinding*> bindings_for(std::string_view database, std::string_view table) const;
     bool watches(std::string_view database, std::string_view table) const;
 
-    // The cache key of `id` under `binding`.
+    // The cache key of `id` under `binding`. REQUIRES: `binding` is one of this map's own
+    // (from bindings_for or bindings()); ConfigError otherwise.
     std::string key(const TableBinding& binding, std::int64_t id) const;
     // A Redis SCAN pattern matching every value key of `binding`'s entity (and no lock key):
     // "<prefix>{<entity>:*}" with glob characters of the prefix escaped.
