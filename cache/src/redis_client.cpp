@@ -1,5 +1,7 @@
 #include "lockstep/cache/redis_client.h"
 
+#include <cctype>
+
 #include "hiredis_io.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/mutex.h"
@@ -56,6 +58,14 @@ RedisReply evalsha_on(RedisConnection& conn, const RedisScript& script, const st
     return reply;
 }
 
+bool is_script_management(const std::vector<std::string>& args) {
+    auto upper = [](std::string s) {
+        for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        return s;
+    };
+    return args.size() >= 2 && upper(args[0]) == "SCRIPT" && (upper(args[1]) == "LOAD" || upper(args[1]) == "FLUSH");
+}
+
 }  // namespace
 
 RedisClient::RedisClient(RedisOptions options) {
@@ -78,6 +88,12 @@ RedisReply RedisClient::command(std::initializer_list<std::string_view> args) {
 
 RedisReply RedisClient::command(const std::vector<std::string>& args) {
     if (args.empty()) throw ConfigError("command", "a Redis command needs at least its name");
+    if (impl_->cluster && is_script_management(args)) {
+        // Scripts live per node: SCRIPT LOAD / FLUSH go to every master (each answers the same).
+        RedisReply last;
+        for (auto& r : impl_->cluster->on_every_master(args)) last = checked(std::move(r), args.front());
+        return last;
+    }
     if (impl_->cluster) {
         return checked(impl_->cluster->run(redis_command_slot(args), [&](RedisConnection& c) { return c.command(args); }),
                        args.front());

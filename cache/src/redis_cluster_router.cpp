@@ -251,6 +251,19 @@ std::vector<RedisReply> RedisClusterRouter::pipeline(const std::vector<std::vect
     return replies;
 }
 
+std::vector<RedisReply> RedisClusterRouter::on_every_master(const std::vector<std::string>& args) {
+    if (stale_.load()) refresh_quietly();
+    std::vector<RedisConnectionPool*> masters;
+    {
+        std::shared_lock lock(mutex_);
+        masters = masters_;
+    }
+    if (masters.empty()) unavailable("no master in the slot map");
+    std::vector<RedisReply> replies;
+    for (RedisConnectionPool* pool : masters) replies.push_back(pool->acquire()->command(args));
+    return replies;
+}
+
 PooledRedisConnection RedisClusterRouter::connection(std::optional<int> slot) {
     const auto deadline = Clock::now() + options_.failover_wait;
     for (int attempt = 0;; ++attempt) {

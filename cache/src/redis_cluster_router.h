@@ -44,6 +44,9 @@ public:
     // Commands answered with a redirection are retried one by one, in order.
     std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
 
+    // One command on every master of the current map (SCRIPT LOAD / SCRIPT FLUSH: scripts are
+    // per node). Replies in the map's master order; a master that cannot be reached throws.
+    std::vector<RedisReply> on_every_master(const std::vector<std::string>& args);
     // A connection to the master of `slot` (any master for nullopt), for callers that need one
     // connection for several commands (their keys must share the slot).
     PooledRedisConnection connection(std::optional<int> slot);

@@ -44,7 +44,9 @@ TEST(RedisSentinel, FindsTheMasterFollowsSwitchMasterAndSurvivesAKilledMaster) {
     client->set(k, "two");  // on the new master, not READONLY
 
     // SIGKILL of the (new) master: the old one, now its replica, is promoted; the command waits.
-    EXPECT_TRUE(eventually([&] { return client->connection()->command({"WAIT", "1", "200"}).integer() == 1; }, 15s));
+    // Only once the demoted master has resynced from the new one may the new one be killed
+    // without losing "two" (killing it earlier is RACES L8: the promoted node lacks the write).
+    ASSERT_TRUE(eventually([&] { return client->connection()->command({"WAIT", "1", "200"}).integer() == 1; }, 40s));
     sentinel.kill(LocalRedisSentinel::kReplica);
     Stopwatch watch;
     EXPECT_EQ(client->get(k), "two");
