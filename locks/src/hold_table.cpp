@@ -88,14 +88,14 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     return true;
 }
 
-void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind kind) {
+void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind kind, UnlockMode mode) {
     const Key k = key_of(name, kind);
     std::shared_ptr<Hold> hold;
     {
         std::lock_guard g(mu_);
         auto it = holds_.find(k);
         if (it == holds_.end()) {
-            // The guard's destructor after an unlock() that already threw LockLostError.
+            // The guard's destructor after an unlock_checked() that already threw LockLostError.
             if (unlocked_after_loss_.erase(k) > 0) return;
             throw NotOwnerError("lock '" + name + "': unlock() by a thread that does not hold it");
         }
@@ -110,16 +110,22 @@ void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind k
         bool released = false;
         try {
             released = backend.release(*hold);
-        } catch (...) {
+        } catch (const std::exception& e) {
             // The backend's error (ConnectionError, DbError) says what happened; the hold is
             // forgotten: the backend ends it on its own (lease, session end).
             backend.abandon(*hold);
-            throw;
+            if (mode == UnlockMode::Throw) throw;
+            logger()->warn("lock '{}': release failed ({}); the backend ends the hold on its own", name, e.what());
+            return;
         }
         if (released) return;
         report_lost(hold, LockLossReason::FoundGone, "found gone by unlock");
     }
     backend.abandon(*hold);
+    if (mode == UnlockMode::Report) {
+        logger()->warn("lock '{}' was lost before unlock ({}); reported to on_lost, not thrown", name, hold->key);
+        return;
+    }
     {
         std::lock_guard g(mu_);
         unlocked_after_loss_.insert(k);

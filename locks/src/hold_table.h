@@ -72,8 +72,10 @@ public:
     bool lock(HoldBackend& backend, const std::string& name, HoldKind kind, SteadyTime deadline,
               const LockOptions& options);
     // The release flow: NotOwnerError without a hold (unless the last unlock of this lock by this
-    // thread threw LockLostError: then a no-op, for std guards), LockLostError for a lost hold.
-    void unlock(HoldBackend& backend, const std::string& name, HoldKind kind);
+    // thread threw LockLostError: then a no-op, for std guards). A lost hold or a failed release:
+    // with UnlockMode::Report logged and returned (the loss was reported to on_lost already),
+    // with UnlockMode::Throw LockLostError or the backend's error.
+    void unlock(HoldBackend& backend, const std::string& name, HoldKind kind, UnlockMode mode);
 
     std::shared_ptr<Hold> find(const std::string& name, HoldKind kind) const;  // this thread's
     int count(const std::string& name, HoldKind kind) const;

@@ -87,7 +87,7 @@ int hold_role() {
             say(std::string("LOST? ") + (m->lost() ? "1" : "0"));
         } else if (cmd == "UNLOCK") {
             try {
-                m->unlock();
+                m->unlock_checked();
                 say("UNLOCK ok");
             } catch (const LockLostError&) {
                 say("UNLOCK lost");

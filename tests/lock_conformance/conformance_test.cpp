@@ -123,7 +123,7 @@ TYPED_TEST(LockConformance, UnlockWithoutAHoldIsNotOwnerError) {
     m->unlock();
 }
 
-TYPED_TEST(LockConformance, UnlockAfterLossIsLockLostErrorAndReportedOnce) {
+TYPED_TEST(LockConformance, LossIsReportedOnceUnlockCheckedThrowsItAndGuardsNeverDo) {
     std::atomic<int> service_calls{0}, lock_calls{0};
     LockServiceOptions so;
     so.on_lost = [&](const LockLoss&) { service_calls.fetch_add(1); };
@@ -138,12 +138,20 @@ TYPED_TEST(LockConformance, UnlockAfterLossIsLockLostErrorAndReportedOnce) {
         std::unique_lock hold(*m);
         force_loss(TypeParam::name, *s, this->prefix_, "gone");
         // The loss is found by the watchdog or by unlock, whichever is first; never silent (L10).
-        EXPECT_THROW(hold.unlock(), LockLostError);
+        EXPECT_THROW(m->unlock_checked(), LockLostError);
     }  // the guard's destructor: no second error
-    EXPECT_TRUE(m->try_lock()) << "the lock is free again";
-    m->unlock();
     EXPECT_EQ(service_calls.load(), 1);
     EXPECT_EQ(lock_calls.load(), 1);
+    {
+        // A std guard over a hold that is lost: its destructor's unlock() reports, never throws
+        // (a throw from a destructor would terminate the process).
+        std::scoped_lock hold(*m);
+        force_loss(TypeParam::name, *s, this->prefix_, "gone");
+    }
+    EXPECT_TRUE(m->try_lock()) << "the lock is free again";
+    m->unlock();
+    EXPECT_EQ(service_calls.load(), 2);
+    EXPECT_EQ(lock_calls.load(), 2);
     EXPECT_THROW(m->unlock(), NotOwnerError);
 }
 

@@ -80,8 +80,8 @@ TEST(ZooKeeperLock, SessionExpiryIsReportedAsLoss) {
     EXPECT_TRUE(m->lost());
     EXPECT_TRUE(rw->lost());
     EXPECT_EQ(losses.load(), 2);
-    EXPECT_THROW(m->unlock(), LockLostError);
-    EXPECT_THROW(rw->unlock_shared(), LockLostError);
+    EXPECT_THROW(m->unlock_checked(), LockLostError);
+    EXPECT_THROW(rw->unlock_shared_checked(), LockLostError);
     // The service opened a new session: locks work again.
     EXPECT_TRUE(m->try_lock());
     m->unlock();

@@ -148,7 +148,7 @@ public:
     bool try_lock_until_steady(SteadyTime deadline) override {
         return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
     }
-    void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Mutex); }
+    void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
     bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
     int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
     FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
@@ -172,13 +172,13 @@ public:
         }
         return s_->table.lock(*s_, name_, HoldKind::Write, deadline, o_);
     }
-    void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Write); }
+    void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Write, mode); }
     void lock_shared() override { wait_or_throw(true); }
     bool try_lock_shared() override { return try_lock_shared_until_steady(SteadyTime::min()); }
     bool try_lock_shared_until_steady(SteadyTime deadline) override {
         return s_->table.lock(*s_, name_, HoldKind::Read, deadline, o_);
     }
-    void unlock_shared() override { s_->table.unlock(*s_, name_, HoldKind::Read); }
+    void unlock_shared_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Read, mode); }
     bool lost() const override {
         return s_->table.lost(name_, HoldKind::Write) || s_->table.lost(name_, HoldKind::Read);
     }

@@ -268,7 +268,7 @@ public:
     bool try_lock_until_steady(SteadyTime deadline) override {
         return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
     }
-    void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Mutex); }
+    void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
     bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
     int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
     FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }

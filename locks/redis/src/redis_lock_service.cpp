@@ -38,7 +38,7 @@ public:
     void lock() override { m_.lock(); }
     bool try_lock() override { return m_.try_lock(); }
     bool try_lock_until_steady(SteadyTime deadline) override { return m_.try_lock_until(deadline); }
-    void unlock() override { m_.unlock(); }
+    void unlock_as(UnlockMode mode) override { mode == UnlockMode::Throw ? m_.unlock_checked() : m_.unlock(); }
     bool lost() const override { return m_.lost(); }
     int hold_count() const override { return m_.hold_count(); }
     FenceToken fence_token() const override { return m_.fence_token(); }
@@ -55,11 +55,13 @@ public:
     void lock() override { rw_.lock(); }
     bool try_lock() override { return rw_.try_lock(); }
     bool try_lock_until_steady(SteadyTime deadline) override { return rw_.try_lock_until(deadline); }
-    void unlock() override { rw_.unlock(); }
+    void unlock_as(UnlockMode mode) override { mode == UnlockMode::Throw ? rw_.unlock_checked() : rw_.unlock(); }
     void lock_shared() override { rw_.lock_shared(); }
     bool try_lock_shared() override { return rw_.try_lock_shared(); }
     bool try_lock_shared_until_steady(SteadyTime deadline) override { return rw_.try_lock_shared_until(deadline); }
-    void unlock_shared() override { rw_.unlock_shared(); }
+    void unlock_shared_as(UnlockMode mode) override {
+        mode == UnlockMode::Throw ? rw_.unlock_shared_checked() : rw_.unlock_shared();
+    }
     bool lost() const override { return rw_.lost(); }
     int write_hold_count() const override { return rw_.write_hold_count(); }
     int read_hold_count() const override { return rw_.read_hold_count(); }

@@ -361,7 +361,7 @@ public:
     }
     bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
     bool try_lock_until_steady(SteadyTime deadline) override { return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_); }
-    void unlock() override { s_->table.unlock(*s_, name_, HoldKind::Mutex); }
+    void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
     bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
     int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
     FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
@@ -385,7 +385,7 @@ public:
         }
         return s_->table.lock(*s_, name_, HoldKind::Write, deadline, o_);
     }
-    void unlock() override {
+    void unlock_as(UnlockMode mode) override {
         // Downgrade: while this thread still reads, its write node stays (it is what keeps later
         // writers out); the read hold takes it over and deletes it at unlock_shared().
         auto w = s_->table.find(name_, HoldKind::Write);
@@ -393,9 +393,9 @@ public:
         if (w && r && w->count == 1 && !w->lost.load() && !r->state && r->key == kDowngraded) {
             r->state = std::move(w->state);
             w->state = nullptr;
-            return s_->table.unlock(downgrade_, name_, HoldKind::Write);
+            return s_->table.unlock(downgrade_, name_, HoldKind::Write, mode);
         }
-        s_->table.unlock(*s_, name_, HoldKind::Write);
+        s_->table.unlock(*s_, name_, HoldKind::Write, mode);
     }
     void lock_shared() override { wait_or_throw(true); }
     bool try_lock_shared() override { return try_lock_shared_until_steady(SteadyTime::min()); }
@@ -403,10 +403,10 @@ public:
         if (s_->table.count(name_, HoldKind::Write) > 0) return s_->table.lock(downgrade_, name_, HoldKind::Read, deadline, o_);
         return s_->table.lock(*s_, name_, HoldKind::Read, deadline, o_);
     }
-    void unlock_shared() override {
+    void unlock_shared_as(UnlockMode mode) override {
         auto r = s_->table.find(name_, HoldKind::Read);
-        if (r && r->key == kDowngraded) return s_->table.unlock(downgrade_, name_, HoldKind::Read);
-        s_->table.unlock(*s_, name_, HoldKind::Read);
+        if (r && r->key == kDowngraded) return s_->table.unlock(downgrade_, name_, HoldKind::Read, mode);
+        s_->table.unlock(*s_, name_, HoldKind::Read, mode);
     }
     bool lost() const override { return s_->table.lost(name_, HoldKind::Write) || s_->table.lost(name_, HoldKind::Read); }
     int write_hold_count() const override { return s_->table.count(name_, HoldKind::Write); }

@@ -6,7 +6,7 @@
 //   {
 //       std::unique_lock hold(*m);                   // TimedLockable: unique_lock, scoped_lock
 //       lockstep::fenced_update(tx, 42, m->fence_token(), {...});
-//       hold.unlock();                               // LockLostError if it was lost
+//       m->unlock_checked(); hold.release();         // LockLostError if it was lost
 //   }
 //
 // The contract every backend meets (and tests/lock_conformance checks for each):
@@ -16,11 +16,13 @@
 //   - A fencing token per new acquisition, strictly greater than every earlier token of the name
 //     on that backend (re-entry returns the hold's token): pass it to db/fenced_write.h so a
 //     paused holder's late write is refused (L5, L8).
-//   - A lost hold is never silent (L10): lost() turns true, the on_lost callbacks run once,
-//     unlock() throws LockLostError. unlock() by a thread that holds nothing throws
-//     NotOwnerError and changes nothing. After an unlock() that threw LockLostError, the next
-//     unlock() of the same lock by the same thread (a std guard's destructor) is a no-op, so a
-//     std guard never terminates the program over a loss it already reported.
+//   - A lost hold is never silent (L10) and never kills the process: lost() turns true, the
+//     on_lost callbacks run once, and unlock() logs it and returns (it never throws over a loss
+//     or a failed release, so a std guard is always safe). unlock_checked() throws LockLostError
+//     instead, for callers who want the loss as an exception. unlock() by a thread that holds
+//     nothing throws NotOwnerError and changes nothing. After an unlock_checked() that threw
+//     LockLostError, the next unlock() of the same lock by the same thread (a std guard's
+//     destructor) is a no-op.
 //   - lock() gives up with TimeoutError after LockOptions::max_wait; backend failures surface as
 //     ConnectionError / TimeoutError / DbError / ProtocolError.
 //
@@ -54,9 +56,12 @@ public:
     }
     // Waits until `deadline` at most. The one timed entry point a backend implements.
     virtual bool try_lock_until_steady(std::chrono::steady_clock::time_point deadline) = 0;
-    // REQUIRES: the calling thread holds it (NotOwnerError otherwise). LockLostError if the hold
-    // was lost (the hold is forgotten either way).
-    virtual void unlock() = 0;
+    // REQUIRES: the calling thread holds it (NotOwnerError otherwise). A lost hold or a failed
+    // release is reported (lost(), on_lost, a log line), never thrown: safe in a std guard.
+    void unlock() { unlock_as(UnlockMode::Report); }
+    // The same, but LockLostError if the hold was lost and the backend's error if the release
+    // failed (the hold is forgotten either way).
+    void unlock_checked() { unlock_as(UnlockMode::Throw); }
 
     // The calling thread's hold is known lost. No round trip.
     virtual bool lost() const = 0;
@@ -66,6 +71,10 @@ public:
     // The fencing token of the calling thread's hold. REQUIRES: held (NotOwnerError otherwise).
     virtual FenceToken fence_token() const = 0;
     virtual const std::string& name() const noexcept = 0;
+
+protected:
+    // The one release entry point a backend implements (see UnlockMode).
+    virtual void unlock_as(UnlockMode mode) = 0;
 };
 
 }  // namespace lockstep

@@ -43,7 +43,10 @@ public:
         return try_lock_until_steady(detail::deadline_from_now(deadline - Clock::now()));
     }
     virtual bool try_lock_until_steady(std::chrono::steady_clock::time_point deadline) = 0;
-    virtual void unlock() = 0;
+    // A lost hold is reported, never thrown (safe in std guards); the _checked variants throw
+    // LockLostError (UnlockMode, lock_loss.h).
+    void unlock() { unlock_as(UnlockMode::Report); }
+    void unlock_checked() { unlock_as(UnlockMode::Throw); }
 
     // Read side.
     virtual void lock_shared() = 0;
@@ -57,7 +60,8 @@ public:
         return try_lock_shared_until_steady(detail::deadline_from_now(deadline - Clock::now()));
     }
     virtual bool try_lock_shared_until_steady(std::chrono::steady_clock::time_point deadline) = 0;
-    virtual void unlock_shared() = 0;
+    void unlock_shared() { unlock_shared_as(UnlockMode::Report); }
+    void unlock_shared_checked() { unlock_shared_as(UnlockMode::Throw); }
 
     // Either side of the calling thread's holds is known lost. No round trip.
     virtual bool lost() const = 0;
@@ -66,6 +70,11 @@ public:
     // Token of the calling thread's write hold. REQUIRES: it holds the write side.
     virtual FenceToken fence_token() const = 0;
     virtual const std::string& name() const noexcept = 0;
+
+protected:
+    // The release entry points a backend implements (see UnlockMode).
+    virtual void unlock_as(UnlockMode mode) = 0;
+    virtual void unlock_shared_as(UnlockMode mode) = 0;
 };
 
 }  // namespace lockstep

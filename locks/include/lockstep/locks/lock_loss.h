@@ -30,6 +30,13 @@ enum class LockLossReason {
 
 std::string_view to_string(LockLossReason r) noexcept;
 
+// How an unlock treats a hold that was lost (or whose release failed). `Report` is what
+// `unlock()` does, so that a std guard's destructor never throws (a throw there would call
+// std::terminate in every instance of a service at once): the loss is reported through lost(),
+// the on_lost callbacks and a log line, and the unlock returns. `Throw` is `unlock_checked()`:
+// LockLostError for a lost hold, the backend's error for a failed release.
+enum class UnlockMode { Report, Throw };
+
 // One lost hold, as given to the `on_lost` callbacks.
 struct LockLoss {
     std::string name;   // lock name as given to the lock
