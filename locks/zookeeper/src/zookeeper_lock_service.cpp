@@ -128,6 +128,21 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         changed.notify_all();
     }
 
+    // A call answered "session expired" before the session event arrived: the same handling.
+    void session_ended(zhandle_t* h) {
+        {
+            std::lock_guard g(mu);
+            if (h != zh || expired) return;
+            expired = true;
+        }
+        report_all(LockLossReason::Expired, "the ZooKeeper session expired");
+        {
+            std::lock_guard g(mu);
+            expiry_reported = true;
+        }
+        changed.notify_all();
+    }
+
     void report_all(LockLossReason reason, const std::string& why) {
         for (const auto& h : table.all()) {
             if (h->lost.load()) continue;
@@ -198,6 +213,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         String_vector v{};
         const int rc = zoo_get_children(h, dir.c_str(), 0, &v);
         if (rc == ZNONODE) return {};
+        if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
+            session_ended(h);
+            throw SessionEnded{};
+        }
         if (rc != ZOK) fail(rc, "get_children " + dir);
         std::vector<std::string> out(v.data, v.data + v.count);
         deallocate_String_vector(&v);
@@ -217,6 +236,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             if (rc == ZOK) {
                 const std::string full = buf;
                 return {full.substr(full.rfind('/') + 1), st.czxid};
+            }
+            if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
+                session_ended(h);
+                throw SessionEnded{};
             }
             if (rc == ZNONODE && attempt < 5) {  // the container was removed while empty
                 ensure_path(h, zk.root, ZOO_PERSISTENT);
@@ -248,7 +271,21 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         return zk.root + "/" + escape(prefix + h.name) + (h.kind == HoldKind::Mutex ? "#m" : "#rw");
     }
 
+    // The session a waiter queued in ended (expired, and maybe already replaced by another
+    // thread): its node is gone with it, so it queues again in the new session.
+    struct SessionEnded {};
+
     bool acquire(Hold& hold, SteadyTime deadline) override {
+        for (;;) {
+            try {
+                return acquire_in_session(hold, deadline);
+            } catch (const SessionEnded&) {
+                if (SteadyClock::now() >= deadline) return false;
+            }
+        }
+    }
+
+    bool acquire_in_session(Hold& hold, SteadyTime deadline) {
         auto [h, gen] = handle();
         const std::string dir = dir_of(hold);
         const std::string node_prefix = "_c_" + locks_detail::random_hex_id() + "-" + tag_of(hold.kind) + "-";
@@ -283,17 +320,24 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 Stat st{};
                 const int rc = zoo_exists(h, pred_path.c_str(), 1, &st);  // one watch, on the predecessor only (L9)
                 if (rc == ZNONODE) continue;
+                if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
+                    session_ended(h);
+                    throw SessionEnded{};
+                }
                 if (rc != ZOK) fail(rc, "exists " + pred_path);
                 std::unique_lock g(mu);
-                const bool woke = changed.wait_until(g, deadline, [&] { return fired[pred_path] != seen || expired || stopping; });
+                const bool woke = changed.wait_until(
+                    g, deadline, [&] { return fired[pred_path] != seen || expired || session != gen || stopping; });
                 if (fired[pred_path] != seen) fired.erase(pred_path);
-                if (expired) throw LockLostError("ZooKeeper lock '" + hold.name + "': session expired while waiting");
+                if (expired || session != gen) throw SessionEnded{};
                 if (!woke) {
                     g.unlock();
                     zoo_delete(h, my_path.c_str(), -1);  // give up our place
                     return false;
                 }
             }
+        } catch (const SessionEnded&) {
+            throw;  // the node went with the session
         } catch (...) {
             zoo_delete(h, my_path.c_str(), -1);
             throw;
