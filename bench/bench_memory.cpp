@@ -112,6 +112,8 @@ void register_memory(Environment& env, Plan& plan) {
             k.resize(std::max(like.size(), k.size()), 'x');
             return k;
         };
+        // Which keys made each figure (Google Benchmark's label: on the progress line).
+        std::string label;
         for (auto _ : state) {
             try {
                 // 1. An uncontended held mutex. Smallest correct layout: one string key, the owner
@@ -129,7 +131,7 @@ void register_memory(Environment& env, Plan& plan) {
                     state.counters["mutex_keys"] = held.keys;
                     state.counters["mutex_left_after_release_bytes"] = static_cast<double>(after.bytes);
                     state.counters["mutex_baseline_bytes"] = static_cast<double>(memory_usage(redis, base));
-                    state.SetLabel("mutex: " + held.detail + "; after release: " + after.detail);
+                    label = "mutex: " + held.detail + "; after release: " + after.detail;
                     redis.command({"DEL", base});
                 }
                 // 2. A held mutex with kWaiters waiters (other threads blocked in lock()). Smallest:
@@ -167,6 +169,7 @@ void register_memory(Environment& env, Plan& plan) {
                     for (int i = 0; i < kWaiters; ++i)
                         redis.command({"ZADD", base_q, std::to_string(1'790'000'000'000LL + i), owner_like(i + 2)});
                     redis.command({"PEXPIRE", base_q, "60000"});
+                    label += "; with waiters: " + held.detail;
                     state.counters["waited_bytes"] = static_cast<double>(held.bytes);
                     state.counters["waited_keys"] = held.keys;
                     state.counters["waited_queued"] = queued ? 1 : 0;
@@ -206,6 +209,7 @@ void register_memory(Environment& env, Plan& plan) {
                     for (int i = 0; i < kReaders; ++i)
                         redis.command({"HSET", base, owner_like(i), std::to_string(1'790'000'000'000LL + i)});
                     redis.command({"PEXPIRE", base, "30000"});
+                    label += "; rw: " + held.detail;
                     state.counters["rw_bytes"] = static_cast<double>(held.bytes);
                     state.counters["rw_keys"] = held.keys;
                     state.counters["rw_errors"] = errors.load();
@@ -278,6 +282,7 @@ void register_memory(Environment& env, Plan& plan) {
                             (static_cast<double>(heap_in_use()) - static_cast<double>(r0)) / kPoolConnections;
                     }
                 }
+                state.SetLabel(label);
                 state.SetIterationTime(1);
             } catch (const std::exception& ex) {
                 state.SkipWithError(ex.what());
@@ -300,7 +305,9 @@ void register_memory(Environment& env, Plan& plan) {
                  row.baseline = bytes(base) + " SET NX PX";
                  row.ratio = times(ours / base);
                  row.verdict = ours <= 200 ? Verdict::Met : Verdict::Missed;
-                 row.notes = "MEMORY USAGE of every key under the lock's {name} while held; baseline: one string "
+                 row.notes = "MEMORY USAGE of every key under the lock's {name} while held (" +
+                             bytes(ours - r.counter(kBench, "mutex_left_after_release_bytes")) +
+                             " go with the hold); baseline: one string "
                              "key = owner token, lease as TTL (the smallest correct mutex; reentrancy counted "
                              "in the client); left in Redis after release: " +
                              bytes(r.counter(kBench, "mutex_left_after_release_bytes")) +
