@@ -12,11 +12,14 @@ namespace row_order {
 constexpr int kCacheHit = 10;
 constexpr int kLockCycle = 20;
 constexpr int kHandover = 30;
+constexpr int kFairness = 35;
 constexpr int kWriter = 40;
 constexpr int kOversell = 50;
 constexpr int kDbAuthority = 60;
 constexpr int kStampede = 70;
 constexpr int kMixed = 80;
+constexpr int kMemory = 90;  // 90..94: one row per layout
+constexpr int kCodec = 100;
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);
@@ -25,6 +28,8 @@ void register_db_authority(Environment& env, Plan& plan);
 void register_lock_cycle(Environment& env, Plan& plan);
 void register_handover(Environment& env, Plan& plan);
 void register_oversell(Environment& env, Plan& plan);
+// 16 threads on one name: shares, barging, longest wait, hand-over percentiles (item 5).
+void register_fairness(Environment& env, Plan& plan);
 // The second process of the contended hand-over: `lockstep-bench --handover-worker ...`.
 int handover_worker_main(int argc, char** argv);
 #endif
@@ -34,6 +39,10 @@ void register_cache_hit(Environment& env, Plan& plan);
 void register_writer(Environment& env, Plan& plan);
 void register_stampede(Environment& env, Plan& plan);
 void register_mixed(Environment& env, Plan& plan);
+// Bytes in Redis per held lock and per cached entry, client heap per hold and connection.
+void register_memory(Environment& env, Plan& plan);
+// BinaryCodec against JsonCodec: decode alone, and a cache hit with the codec opted in.
+void register_codec(Environment& env, Plan& plan);
 #endif
 
 }  // namespace lockstep::bench

@@ -1,13 +1,15 @@
 // lockstep-bench: every benchmark of the issue in one process run, each next to its raw
 // baseline, then one table (benchmark, ours, baseline, ratio, target, met, notes) on stdout.
 //
-//   lockstep-bench [--quick] [--json FILE] [--strict] [--benchmark_filter=REGEX] [other
-//                  Google Benchmark flags]
+//   lockstep-bench [--quick] [--runs N] [--json FILE] [--strict] [--benchmark_filter=REGEX]
+//                  [other Google Benchmark flags]
 //
 // Progress (Google Benchmark's own lines, one per repetition) goes to stderr. Ours and its
 // baseline repeat interleaved at random (--benchmark_enable_random_interleaving), so drift on a
-// shared machine hits both; each figure is the median over repetitions. --strict exits 1 when a
-// target is missed.
+// shared machine hits both; each figure is the median over repetitions. --runs N repeats the
+// whole table N times and adds a summary: each ratio's median and range over the runs, and the
+// load average at the start and end of each run. --strict exits 1 when a target is missed (in
+// the median of the runs).
 #include <sys/utsname.h>
 
 #include <cstdlib>
@@ -61,10 +63,16 @@ std::string utc_now() {
     return buf;
 }
 
+double load_average() {
+    double load[1] = {0};
+    return getloadavg(load, 1) == 1 ? load[0] : 0;
+}
+
 void usage() {
     std::cout
-        << "usage: lockstep-bench [--quick] [--json FILE] [--strict] [Google Benchmark flags]\n"
+        << "usage: lockstep-bench [--quick] [--runs N] [--json FILE] [--strict] [Google Benchmark flags]\n"
            "  --quick      fewer and shorter repetitions (about a minute)\n"
+           "  --runs N     the whole table N times, then each ratio's median and range (min-max)\n"
            "  --json FILE  also write the table, the machine and every repetition as JSON\n"
            "  --strict     exit 1 when a target is missed\n"
            "Servers: private redis-server and mariadbd unless LOCKSTEP_REDIS_URL / LOCKSTEP_MYSQL_URL.\n";
@@ -72,6 +80,7 @@ void usage() {
 
 int run(int argc, char** argv) {
     bool quick = false, strict = false;
+    int run_count = 1;
     std::string json_path;
     std::vector<std::string> gb_args = {argv[0], "--benchmark_enable_random_interleaving=true"};
     for (int i = 1; i < argc; ++i) {
@@ -80,6 +89,15 @@ int run(int argc, char** argv) {
             quick = true;
         } else if (a == "--strict") {
             strict = true;
+        } else if ((a == "--runs" && i + 1 < argc) || a.rfind("--runs=", 0) == 0) {
+            const std::string n = a == "--runs" ? argv[++i] : a.substr(7);
+            char* end = nullptr;
+            const long v = std::strtol(n.c_str(), &end, 10);
+            if (n.empty() || *end != '\0' || v < 1 || v > 100) {
+                std::cerr << "lockstep-bench: --runs wants a count from 1 to 100, not '" << n << "'\n";
+                return 2;
+            }
+            run_count = static_cast<int>(v);
         } else if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
         } else if (a.rfind("--json=", 0) == 0) {
@@ -99,6 +117,7 @@ int run(int argc, char** argv) {
     register_lock_cycle(env, plan);
     register_handover(env, plan);
     register_oversell(env, plan);
+    register_fairness(env, plan);
 #else
     const std::string no_locks = "lockstep was built without its locks layer (LOCKSTEP_DEV_LAYERS)";
     plan.add_not_built(row_order::kLockCycle, "uncontended lock cycle", "≤ 1.15×", no_locks);
@@ -110,6 +129,8 @@ int run(int argc, char** argv) {
     register_writer(env, plan);
     register_stampede(env, plan);
     register_mixed(env, plan);
+    register_memory(env, plan);
+    register_codec(env, plan);
 #else
     const std::string no_strategies = "lockstep was built without its strategies layer (LOCKSTEP_DEV_LAYERS)";
     plan.add_not_built(row_order::kCacheHit, "cache hit", "≤ 1.05×", no_strategies);
@@ -124,14 +145,6 @@ int run(int argc, char** argv) {
     benchmark::Initialize(&gb_argc, gb_argv.data());
     if (benchmark::ReportUnrecognizedArguments(gb_argc, gb_argv.data())) return 2;
 
-    progress(std::string("running") + (quick ? " (--quick)" : "") +
-             "; one line per repetition follows, ours and baselines interleaved at random");
-    Results results;
-    CollectingReporter reporter(results);
-    reporter.SetOutputStream(&std::cerr);
-    reporter.SetErrorStream(&std::cerr);
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-
     Machine machine;
     machine.cores = static_cast<int>(std::thread::hardware_concurrency());
     machine.cpu = cpu_model();
@@ -139,17 +152,38 @@ int run(int argc, char** argv) {
     machine.mariadb_version = env.mariadb_version();
     machine.private_servers = env.private_servers();
     machine.quick = quick;
-    machine.date = utc_now();
-    double load[1] = {0};
-    if (getloadavg(load, 1) == 1) machine.load_average = load[0];
 
-    auto rows = plan.rows(results);
-    std::cout << "\n";
-    print_table(std::cout, machine, rows);
+    // --runs N: the whole table N times over the same servers; every run is printed, then the
+    // summary (each ratio's median and range over the runs).
+    std::vector<RunOfTable> runs;
+    for (int i = 0; i < run_count; ++i) {
+        progress(std::string("running") + (quick ? " (--quick)" : "") +
+                 (run_count > 1 ? " run " + std::to_string(i + 1) + " of " + std::to_string(run_count) : "") +
+                 "; one line per repetition follows, ours and baselines interleaved at random");
+        RunOfTable run;
+        run.machine = machine;
+        run.machine.load_start = load_average();
+        Results results;
+        CollectingReporter reporter(results);
+        reporter.SetOutputStream(&std::cerr);
+        reporter.SetErrorStream(&std::cerr);
+        benchmark::RunSpecifiedBenchmarks(&reporter);
+        run.machine.date = utc_now();
+        run.machine.load_average = load_average();
+        run.rows = plan.rows(results);
+        run.benchmarks = results.to_json();
+        std::cout << "\n";
+        if (run_count > 1) std::cout << "run " << i + 1 << " of " << run_count << ": ";
+        print_table(std::cout, run.machine, run.rows);
+        std::cout.flush();
+        runs.push_back(std::move(run));
+    }
+    const auto summary = summarize(runs);
+    if (run_count > 1) print_summary(std::cout, runs, summary);
     std::cout.flush();
     if (!json_path.empty()) {
         std::ofstream out(json_path);
-        out << to_json(machine, rows, results).dump(2) << "\n";
+        out << to_json(runs, summary).dump(2) << "\n";
         if (!out) {
             std::cerr << "lockstep-bench: cannot write " << json_path << "\n";
             return 2;
@@ -160,11 +194,11 @@ int run(int argc, char** argv) {
     benchmark::ClearRegisteredBenchmarks();
     benchmark::Shutdown();
 
+    // Judged on the median of the runs (one run: that run).
     bool failed = false, missed = false;
-    for (const auto& r : rows) {
-        failed = failed || r.verdict == Verdict::Failed;
-        missed = missed || r.verdict == Verdict::Missed;
-    }
+    for (const auto& run : runs)
+        for (const auto& r : run.rows) failed = failed || r.verdict == Verdict::Failed;
+    for (const auto& s : summary) missed = missed || s.verdict == Verdict::Missed;
     if (failed) return 2;
     return strict && missed ? 1 : 0;
 }

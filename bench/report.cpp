@@ -1,7 +1,9 @@
 #include "report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <iomanip>
 #include <sstream>
 #include <stdexcept>
@@ -203,7 +205,8 @@ std::vector<TableRow> Plan::rows(const Results& results) const {
 
 void print_table(std::ostream& out, const Machine& m, const std::vector<TableRow>& rows) {
     out << "lockstep-bench" << (m.quick ? " --quick" : "") << ", " << m.date << ": " << m.cores << " cores ("
-        << m.cpu << "), load average " << fixed(m.load_average, 2) << ", Redis " << m.redis_version
+        << m.cpu << "), load average " << fixed(m.load_start, 2) << " at start, " << fixed(m.load_average, 2)
+        << " at end, Redis " << m.redis_version
         << ", MariaDB " << m.mariadb_version
         << (m.private_servers ? " (private servers)" : " (external servers)") << "\n\n";
     const std::vector<std::string> header = {"benchmark", "ours", "baseline", "ratio",
@@ -252,6 +255,7 @@ nlohmann::json to_json(const Machine& m, const std::vector<TableRow>& rows, cons
                     {"mariadb_version", m.mariadb_version},
                     {"private_servers", m.private_servers},
                     {"load_average", m.load_average},
+                    {"load_average_start", m.load_start},
                     {"date", m.date},
                     {"quick", m.quick}};
     j["rows"] = nlohmann::json::array();
@@ -266,6 +270,131 @@ nlohmann::json to_json(const Machine& m, const std::vector<TableRow>& rows, cons
                              {"data", r.data}});
     }
     j["benchmarks"] = results.to_json();
+    return j;
+}
+
+namespace {
+
+// The numeric ratio of a row: data["ratio"] when the maker put it there, else the leading
+// number of the ratio column ("1.14×"); NaN when the row has none ("—", not run).
+double ratio_of(const TableRow& r) {
+    if (r.data.is_object() && r.data.contains("ratio") && r.data["ratio"].is_number())
+        return r.data["ratio"].get<double>();
+    if (r.ratio.empty() || !(std::isdigit(static_cast<unsigned char>(r.ratio[0])) != 0)) return std::nan("");
+    return std::strtod(r.ratio.c_str(), nullptr);
+}
+
+// "≤ 1.05×" -> {+1, 1.05}: the ratio must be at most; "≥ 0.8×" -> {-1, 0.8}; else {0, 0}
+// (a target on something else than the ratio, "≤ 200 B", is judged per run by the row).
+std::pair<int, double> target_of(const std::string& t) {
+    const bool at_most = t.find("≤") != std::string::npos;
+    const bool at_least = t.find("≥") != std::string::npos;
+    if ((!at_most && !at_least) || t.find("×") == std::string::npos) return {0, 0};
+    auto digit = t.find_first_of("0123456789");
+    if (digit == std::string::npos) return {0, 0};
+    return {at_most ? 1 : -1, std::strtod(t.c_str() + digit, nullptr)};
+}
+
+}  // namespace
+
+std::vector<SummaryRow> summarize(const std::vector<RunOfTable>& runs) {
+    std::vector<SummaryRow> out;
+    if (runs.empty()) return out;
+    for (std::size_t i = 0; i < runs.front().rows.size(); ++i) {
+        SummaryRow s;
+        s.benchmark = runs.front().rows[i].benchmark;
+        s.target = runs.front().rows[i].target;
+        for (const auto& run : runs) {
+            if (i >= run.rows.size()) continue;
+            const TableRow& r = run.rows[i];
+            ++s.runs;
+            if (r.verdict == Verdict::Met) ++s.met;
+            if (r.verdict == Verdict::Missed) ++s.missed;
+            const double x = ratio_of(r);
+            if (!std::isnan(x)) s.ratios.push_back(x);
+        }
+        const auto [direction, bound] = target_of(s.target);
+        if (!s.ratios.empty()) {
+            s.median = median(s.ratios);
+            s.min = *std::min_element(s.ratios.begin(), s.ratios.end());
+            s.max = *std::max_element(s.ratios.begin(), s.ratios.end());
+        }
+        if (!s.ratios.empty() && direction != 0 && s.met + s.missed > 0) {
+            const bool ok = direction > 0 ? s.median <= bound : s.median >= bound;
+            s.verdict = ok ? Verdict::Met : Verdict::Missed;
+        } else if (s.met + s.missed > 0) {
+            s.verdict = s.met * 2 > s.runs ? Verdict::Met : Verdict::Missed;
+        } else {
+            s.verdict = runs.front().rows[i].verdict;
+        }
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+void print_summary(std::ostream& out, const std::vector<RunOfTable>& runs, const std::vector<SummaryRow>& rows) {
+    out << "\n" << runs.size() << " runs of the table; load average (start → end) per run:";
+    for (const auto& r : runs) out << " " << fixed(r.machine.load_start, 1) << "→" << fixed(r.machine.load_average, 1);
+    out << "\n\n";
+    const std::vector<std::string> header = {"benchmark", "median ratio", "range", "target", "met (median)",
+                                             "met in runs"};
+    std::vector<std::vector<std::string>> cells;
+    for (const auto& s : rows) {
+        const bool judged = s.met + s.missed > 0;
+        cells.push_back({s.benchmark, s.ratios.empty() ? "—" : times(s.median),
+                         s.ratios.empty() ? "—" : times(s.min) + "–" + times(s.max), s.target,
+                         to_string(s.verdict),
+                         judged ? std::to_string(s.met) + " of " + std::to_string(s.runs) : "—"});
+    }
+    std::vector<std::size_t> w(header.size());
+    for (std::size_t i = 0; i < header.size(); ++i) w[i] = width(header[i]);
+    for (const auto& c : cells)
+        for (std::size_t i = 0; i < c.size(); ++i) w[i] = std::max(w[i], width(c[i]));
+    auto line = [&](const std::vector<std::string>& c) {
+        out << "|";
+        for (std::size_t i = 0; i < c.size(); ++i) out << " " << pad(c[i], w[i]) << " |";
+        out << "\n";
+    };
+    line(header);
+    out << "|";
+    for (std::size_t i = 0; i < header.size(); ++i) out << std::string(w[i] + 2, '-') << "|";
+    out << "\n";
+    for (const auto& c : cells) line(c);
+    int met = 0, missed = 0;
+    for (const auto& s : rows) {
+        met += s.verdict == Verdict::Met ? 1 : 0;
+        missed += s.verdict == Verdict::Missed ? 1 : 0;
+    }
+    out << "\ntargets met in the median: " << met << ", missed: " << missed << "\n";
+}
+
+nlohmann::json to_json(const std::vector<RunOfTable>& runs, const std::vector<SummaryRow>& summary) {
+    nlohmann::json j;
+    j["runs"] = nlohmann::json::array();
+    for (const auto& run : runs) {
+        nlohmann::json one = to_json(run.machine, run.rows, Results());
+        one["benchmarks"] = run.benchmarks;
+        j["runs"].push_back(std::move(one));
+    }
+    // The first run's table at the top level too, as a single run writes it.
+    if (!runs.empty()) {
+        j["machine"] = j["runs"][0]["machine"];
+        j["rows"] = j["runs"][0]["rows"];
+        j["benchmarks"] = j["runs"][0]["benchmarks"];
+    }
+    j["summary"] = nlohmann::json::array();
+    for (const auto& s : summary) {
+        j["summary"].push_back({{"benchmark", s.benchmark},
+                                {"target", s.target},
+                                {"ratios", s.ratios},
+                                {"median_ratio", s.median},
+                                {"min_ratio", s.min},
+                                {"max_ratio", s.max},
+                                {"met_runs", s.met},
+                                {"missed_runs", s.missed},
+                                {"runs", s.runs},
+                                {"met", to_string(s.verdict)}});
+    }
     return j;
 }
 

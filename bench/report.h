@@ -96,8 +96,31 @@ struct Machine {
     bool private_servers = true;
     bool quick = false;
     std::string date;
-    double load_average = 0;
+    double load_average = 0;  // 1-minute load average at the end of the run
+    double load_start = 0;    // ... and at its start
 };
+
+// --runs N: the whole table N times. Each row's ratio across the runs: median and range, and in
+// how many runs its target was met, so that a met target can be told from a lucky run.
+struct RunOfTable {
+    Machine machine;  // load at start and end of this run
+    std::vector<TableRow> rows;
+    nlohmann::json benchmarks;  // every repetition (Results::to_json)
+};
+
+struct SummaryRow {
+    std::string benchmark;
+    std::string target;
+    std::vector<double> ratios;  // one per run that produced a numeric ratio
+    double median = 0, min = 0, max = 0;
+    int met = 0, missed = 0, runs = 0;
+    Verdict verdict = Verdict::Shown;  // of the median ratio (of the verdicts when no ratio)
+};
+
+// Rows are matched by position (every run has the same rows in the same order).
+std::vector<SummaryRow> summarize(const std::vector<RunOfTable>& runs);
+void print_summary(std::ostream& out, const std::vector<RunOfTable>& runs, const std::vector<SummaryRow>& rows);
+nlohmann::json to_json(const std::vector<RunOfTable>& runs, const std::vector<SummaryRow>& summary);
 
 void print_table(std::ostream& out, const Machine& machine, const std::vector<TableRow>& rows);
 nlohmann::json to_json(const Machine& machine, const std::vector<TableRow>& rows, const Results& results);

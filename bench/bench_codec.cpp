@@ -1,0 +1,111 @@
+// Codec: what decoding a cached product costs with BinaryCodec (strategies/binary_codec.h)
+// against the default JsonCodec, next to a raw GET round trip of the same entry for scale, and
+// what a cache hit costs when a repository opts in to BinaryCodec (the default codec is not
+// switched here; see docs/performance.md "Switching a repository to BinaryCodec").
+//
+// All in one paired loop (paired.h). A decode takes well under a microsecond, close to the
+// clock's own cost, so each decode operation runs kBatch decodes and the row divides by it.
+#include <memory>
+#include <string>
+
+#include "families.h"
+#include "lockstep/strategies/binary_codec.h"
+#include "paired.h"
+#include "raw_redis.h"
+#include "repositories.h"
+
+namespace lockstep::bench {
+
+namespace {
+constexpr const char* kBench = "codec/paired";
+constexpr int kBatch = 100;
+}  // namespace
+
+void register_codec(Environment& env, Plan& plan) {
+    const Budget& b = env.budget();
+    const std::int64_t id = new_products(env, 1);
+    auto json_repo = make_repository(env, std::make_shared<WriteThenDelete>());
+    // The same repository, opted in to the binary codec through its entity.
+    RepositoryOptions o;
+    o.strategy = std::make_shared<WriteThenDelete>();
+    o.key_prefix = env.prefix() + "bin:";
+    o.ttl = std::chrono::hours(1);
+    o.ttl_jitter = std::chrono::milliseconds(0);
+    Entity<Product> entity = product_entity();
+    entity.codec = std::make_shared<BinaryCodec<Product>>();
+    auto bin_repo = std::make_shared<ProductRepository>(entity, env.db(), env.redis(), std::move(o));
+    if (!json_repo->get(id) || !bin_repo->get(id)) throw Error("codec: product row missing");
+    const std::string json_key = json_repo->key_of(id);
+    const std::string json_payload = CacheEntry::decode(env.redis().get(json_key).value_or(""))->payload;
+    const auto bin_entry = CacheEntry::decode(env.redis().get(bin_repo->key_of(id)).value_or(""));
+    if (!bin_entry) throw Error("codec: the binary entry was not filled");
+    const std::string bin_payload = bin_entry->payload;
+    const RedisOptions options = env.redis_options();
+
+    benchmark::RegisterBenchmark(
+        kBench,
+        [=](benchmark::State& state) {
+            RawRedis raw(options);
+            JsonCodec<Product> json;
+            BinaryCodec<Product> binary;
+            const std::vector<TimedOp> ops = {
+                {"raw", [&] { benchmark::DoNotOptimize(raw.command({"GET", json_key})->len); }},
+                {"json_get", [&] { benchmark::DoNotOptimize(json_repo->get(id)); }},
+                {"binary_get", [&] { benchmark::DoNotOptimize(bin_repo->get(id)); }},
+                {"json_decode",
+                 [&] {
+                     for (int i = 0; i < kBatch; ++i) benchmark::DoNotOptimize(json.decode(json_payload));
+                 }},
+                {"binary_decode",
+                 [&] {
+                     for (int i = 0; i < kBatch; ++i) benchmark::DoNotOptimize(binary.decode(bin_payload));
+                 }},
+            };
+            run_paired(state, ops);
+        })
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(b.latency_min_time)
+        ->Repetitions(b.latency_repetitions);
+
+    const auto json_size = json_payload.size();
+    const auto bin_size = bin_payload.size();
+    plan.add(row_order::kCodec, "codec decode, micro (BinaryCodec vs JsonCodec)", "shown", {kBench},
+             [json_size, bin_size](const Results& r) {
+                 const MedianRepetition m(r, kBench, "binary_decode", "json_decode");
+                 const double bin = m.seconds("binary_decode") / kBatch;
+                 const double json = m.seconds("json_decode") / kBatch;
+                 const double raw = m.seconds("raw");
+                 TableRow row;
+                 row.ours = fixed(bin * 1e9, 0) + " ns decode";
+                 row.baseline = fixed(json * 1e9, 0) + " ns JSON decode";
+                 row.ratio = times(m.ratio());
+                 row.verdict = Verdict::Shown;
+                 row.notes = "one product: " + std::to_string(bin_size) + "-byte binary payload, " +
+                             std::to_string(json_size) + "-byte JSON; binary decode is " + fixed(bin / raw * 100, 2) +
+                             "% of a raw GET round trip (" + micros(raw) + " in the same loop), JSON " +
+                             fixed(json / raw * 100, 1) + "%";
+                 row.data = {{"ratio", m.ratio()},
+                             {"binary_decode_seconds", bin},
+                             {"json_decode_seconds", json},
+                             {"raw_get_seconds", raw},
+                             {"binary_payload_bytes", bin_size},
+                             {"json_payload_bytes", json_size}};
+                 return row;
+             });
+    plan.add(row_order::kCodec + 1, "cache hit with BinaryCodec (opt-in)", "shown", {kBench},
+             [](const Results& r) {
+                 const MedianRepetition m(r, kBench, "binary_get", "raw");
+                 TableRow row = paired_latency_row(m, "binary_get", "raw", 1.05, "get", "raw GET");
+                 row.verdict = Verdict::Shown;
+                 const double json_get = m.seconds("json_get");
+                 const double raw = m.seconds("raw");
+                 row.notes = "the same repository path with entity.codec = BinaryCodec<Product>; the JsonCodec "
+                             "repository in the same loop: " +
+                             micros(json_get) + " (" + times(json_get / raw) +
+                             "); judged in the cache-hit row only once it is the default";
+                 row.data["json_get_seconds"] = json_get;
+                 return row;
+             });
+}
+
+}  // namespace lockstep::bench
