@@ -260,7 +260,7 @@ std::int64_t RepositoryCore::State::insert(std::int64_t id, const ColumnValues& 
         id = tx.query_one(sql.last_insert_id, {})->get<std::int64_t>("id");
         auto entry = reread_written_row(tx, *this, id, sink, version);
         CoreWrite write(*this, WriteContext::Kind::Insert, keys.value(id), version, std::move(entry));
-        commit(tx, write, *strategy);
+        commit(tx, write, *strategy, opts.outbox.get());
         return id;
     }
     KeyLock lock(*this, id, KeyLock::Side::Exclusive);

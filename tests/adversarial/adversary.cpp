@@ -17,7 +17,7 @@ Entity<Item> item_entity() {
     e.table = "adv_items";
     e.columns = {"name"};
     e.from_row = [](const Row& r) { return Item{r.get<std::int64_t>("id"), r.get<std::string>("name")}; };
-    e.to_columns = [](const Item& i) { return SqlParams{i.name}; };
+    e.to_columns = [](const Item& i) { return ColumnValues{{"name", i.name}}; };
     e.id_of = [](const Item& i) { return i.id; };
     return e;
 }

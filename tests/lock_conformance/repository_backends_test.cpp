@@ -50,7 +50,7 @@ Entity<Item> item_entity() {
     e.from_row = [](const Row& r) {
         return Item{r.get<std::int64_t>("id"), r.get<std::string>("name"), r.get<std::int64_t>("price"), r.get<int>("stock")};
     };
-    e.to_columns = [](const Item& p) { return SqlParams{p.name, p.price, p.stock}; };
+    e.to_columns = [](const Item& p) { return ColumnValues{{"name", p.name}, {"price", p.price}, {"stock", p.stock}}; };
     e.id_of = [](const Item& p) { return p.id; };
     return e;
 }
