@@ -1,5 +1,5 @@
 // DB authority: the database as the stock authority, one conditional UPDATE per order
-// (RACES.md O1: `UPDATE products SET stock = stock - 1 WHERE id = ? AND stock >= 1`), 16
+// (docs/races.md O1: `UPDATE products SET stock = stock - 1 WHERE id = ? AND stock >= 1`), 16
 // workers on one hot row. It is shown, not judged: InnoDB's row lock serialises the orders,
 // so this is the database's own limit. The baseline is the same statement through raw
 // Connector/C++ prepared statements (one connection per worker), so the row also shows what

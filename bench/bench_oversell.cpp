@@ -1,4 +1,4 @@
-// Segmented oversell (RACES.md O3): orders per second for one hot item, 16 workers.
+// Segmented oversell (docs/races.md O3): orders per second for one hot item, 16 workers.
 //
 // Ours: SegmentedStock with 10 segments, one atomic take script per order (no lock).
 // Baseline: the per-item lock it replaces, one RedisMutex around the check-then-act order

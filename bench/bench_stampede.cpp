@@ -1,4 +1,4 @@
-// Stampede (RACES.md C6): a write invalidates one hot key, then 64 threads miss it at the same
+// Stampede (docs/races.md C6): a write invalidates one hot key, then 64 threads miss it at the same
 // instant (a barrier releases them together). Counted per invalidation: database loads by the
 // read path (RepositoryMetrics::loads). The target is exactly one load every time: the first
 // reader claims the key with its marker, the other 63 wait for its value. Also checked: every

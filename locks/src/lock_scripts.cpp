@@ -1,4 +1,4 @@
-// The Lua scripts of the distributed locks. Comments name the RACES.md row each branch closes.
+// The Lua scripts of the distributed locks. Comments name the docs/races.md row each branch closes.
 //
 // Time: every expiry computed in a script uses the server clock (redis.call('TIME'), allowed
 // in scripts since Redis 5 with effect replication, the only mode of Redis 7), never a client

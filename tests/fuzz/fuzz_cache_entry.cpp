@@ -41,26 +41,6 @@ std::string encode(const lockstep::CacheEntry& e) {
     std::abort();
 }
 
-// KNOWN FINDING (reported to the strategies layer, not fixed here): nlohmann-json's from_json
-// into an integer field static_casts a JSON number that only fits a double (e.g. -1.7e22) to
-// std::int64_t: undefined behaviour (UBSan: float-cast-overflow, nlohmann/detail/conversions/
-// from_json.hpp:67), reached through JsonCodec<T>::decode on a cache entry like
-// `v1:{"id":-17777777777777777777777}`. Until JsonCodec checks the range itself, the harness
-// skips such payloads so the rest of the codec and the envelope keep being fuzzed in CI.
-// Remove this filter to reproduce.
-bool has_float_beyond_int64(const nlohmann::json& j) {
-    if (j.is_number_float()) {
-        const double d = j.get<double>();
-        return !(d > -9.2e18 && d < 9.2e18);  // also true for NaN
-    }
-    if (j.is_structured()) {
-        for (const auto& e : j) {
-            if (has_float_beyond_int64(e)) return true;
-        }
-    }
-    return false;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -75,7 +55,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         entry && entry->kind == lockstep::CacheEntry::Kind::Value ? std::string_view(entry->payload) : bytes;
     static const lockstep::JsonCodec<Item> codec;
     try {
-        if (has_float_beyond_int64(nlohmann::json::parse(payload.begin(), payload.end()))) return 0;
         const Item item = codec.decode(payload);
         const Item again = codec.decode(codec.encode(item));
         if (again.id != item.id || again.name != item.name || again.stock != item.stock || again.tags != item.tags)

@@ -1,4 +1,4 @@
-// RedisMutex against a real redis-server. Test names carry the RACES.md id they show closed.
+// RedisMutex against a real redis-server. Test names carry the docs/races.md id they show closed.
 #include <gtest/gtest.h>
 #include <signal.h>
 

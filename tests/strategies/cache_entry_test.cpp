@@ -17,6 +17,26 @@ namespace {
 
 using namespace std::chrono_literals;
 
+struct Counted {
+    std::int64_t id = 0;
+    double weight = 0;
+};
+void to_json(nlohmann::json& j, const Counted& c) { j = {{"id", c.id}, {"weight", c.weight}}; }
+void from_json(const nlohmann::json& j, Counted& c) {
+    j.at("id").get_to(c.id);
+    j.at("weight").get_to(c.weight);
+}
+
+// Found by tests/fuzz/fuzz_cache_entry: an integer literal beyond 64 bits was cast from a double
+// (undefined behaviour); it is a corrupt entry, refused like any undecodable one.
+TEST(JsonCodecTest, AnIntegerBeyond64BitsIsRefusedNotCast) {
+    const JsonCodec<Counted> codec;
+    EXPECT_THROW(codec.decode(R"({"id":-17777777777777777777777,"weight":1})"), std::out_of_range);
+    EXPECT_THROW(codec.decode(R"({"id":18446744073709551616,"weight":1})"), std::out_of_range);
+    EXPECT_EQ(codec.decode(R"({"id":-9223372036854775808,"weight":1e22})").id, INT64_MIN);
+    EXPECT_EQ(codec.decode(R"({"weight":2.5e300,"id":18446744073709551615})").weight, 2.5e300);
+}
+
 TEST(CacheEntryTest, ValueRoundTripsWithBinaryPayload) {
     const std::string payload("a\0b:c\xff", 6);
     auto bytes = CacheEntry::encode_value(42, payload);

@@ -1,4 +1,4 @@
-// The race matrix: for each race C1-C4 of RACES.md, the interleaving is forced with fault points
+// The race matrix: for each race C1-C4 of docs/races.md, the interleaving is forced with fault points
 // (a Gate stops one actor at the racy step, the other actor runs, the gate opens), then for
 // EVERY strategy x lock mode the test asserts exactly whether the cache ends stale.
 //

@@ -174,7 +174,7 @@ TEST(RedisOutageTest, ADeleteIsGivenUpOnlyAfterEveryEntryItConcernsHasExpired) {
 TEST(RedisOutageTest, C5_AWriterThatFailsBetweenCommitAndDeleteLeavesTheCacheStale) {
     // The lost invalidation itself, forced: the write commits, then "crashes" before its delete.
     // Nothing in-process can close this (the process is gone); the entry's TTL bounds it, and an
-    // outbox written in the same transaction would close it (RACES.md, C5).
+    // outbox written in the same transaction would close it (docs/races.md, C5).
     ProductCleanup cleanup;
     RepositoryOptions o;
     o.key_prefix = unique_key_prefix();

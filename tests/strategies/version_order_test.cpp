@@ -100,7 +100,7 @@ protected:
     std::unique_ptr<CachedRepository<Product>> reader_, writer_, writer2_;
 };
 
-TEST_P(VersionOrder, RemoveAndReinsertUnderAPausedReader) {
+TEST_P(VersionOrder, C11_RemoveAndReinsertUnderAPausedReader) {
     insert_product(id_, 100, 5);
     paused_reader([&] {
         ASSERT_TRUE(writer_->remove(id_));
@@ -112,7 +112,7 @@ TEST_P(VersionOrder, RemoveAndReinsertUnderAPausedReader) {
     expect_next_write_repairs();
 }
 
-TEST_P(VersionOrder, RawSqlResetIsRepairedByTheNextWrite) {
+TEST_P(VersionOrder, C11_RawSqlResetIsRepairedByTheNextWrite) {
     insert_product(id_, 100, 5);
     ASSERT_EQ(reader_->get(id_)->price, 100);  // cached at v5
     // An operator restores the row by hand: lower version, other data. Nothing tells the cache
@@ -122,7 +122,7 @@ TEST_P(VersionOrder, RawSqlResetIsRepairedByTheNextWrite) {
     expect_next_write_repairs();
 }
 
-TEST_P(VersionOrder, VersionAboveTheClockIsRepairedByTheNextWrite) {
+TEST_P(VersionOrder, C11_VersionAboveTheClockIsRepairedByTheNextWrite) {
     // A cached version no database clock reaches (a restore from a system with other versions):
     // the next write's version is below it. Its set must not be refused and leave it pinned.
     constexpr std::int64_t kFar = 4'000'000'000'000'000'000;
@@ -132,7 +132,7 @@ TEST_P(VersionOrder, VersionAboveTheClockIsRepairedByTheNextWrite) {
     expect_next_write_repairs();
 }
 
-TEST_P(VersionOrder, EvictedNewerEntryBeforeAPausedBackfill) {
+TEST_P(VersionOrder, C2_EvictedNewerEntryBeforeAPausedBackfill) {
     insert_product(id_, 100, 1);
     paused_reader([&] {
         writer_->update(id_, [](Product& p) { p.price = 200; });
@@ -142,7 +142,7 @@ TEST_P(VersionOrder, EvictedNewerEntryBeforeAPausedBackfill) {
     expect_next_write_repairs();
 }
 
-TEST_P(VersionOrder, EvictedNewerEntryBeforeAPausedSet) {
+TEST_P(VersionOrder, C1_EvictedNewerEntryBeforeAPausedSet) {
     insert_product(id_, 100, 1);
     fault::Gate gate;
     Actor first("writer 1", [&] {

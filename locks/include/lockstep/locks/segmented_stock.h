@@ -1,5 +1,5 @@
 // SegmentedStock: the stock of one item kept in Redis as K segments, so that orders for a hot
-// item do not queue behind one per-item lock (RACES.md O3). Every change to the segments is one
+// item do not queue behind one per-item lock (docs/races.md O3). Every change to the segments is one
 // atomic Lua script, so a take can never oversell (O1) and never half-happen.
 //
 //   lockstep::SegmentedStock stock(redis, "sku-42");

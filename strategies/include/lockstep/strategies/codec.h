@@ -10,6 +10,9 @@
 // to call concurrently (stateless codecs are).
 #pragma once
 
+#include <charconv>
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,7 +48,47 @@ public:
         return j.dump();
     }
     T decode(std::string_view bytes) const override {
+        refuse_integers_beyond_64_bits(bytes);
         return nlohmann::json::parse(bytes.begin(), bytes.end()).template get<T>();
+    }
+
+private:
+    // nlohmann-json keeps an integer literal that fits neither int64 nor uint64 as a double, and
+    // its from_json into an integer field then static_casts that double: undefined behaviour
+    // (found by tests/fuzz/fuzz_cache_entry, UBSan float-cast-overflow). encode() never writes
+    // such a literal, so an entry holding one is corrupt: refuse it (the repository treats it as
+    // a miss). Literals with a fraction or an exponent are doubles by intent and are left alone.
+    static void refuse_integers_beyond_64_bits(std::string_view bytes) {
+        bool in_string = false;
+        for (std::size_t i = 0; i < bytes.size(); ++i) {
+            const char c = bytes[i];
+            if (in_string) {
+                if (c == '\\') ++i;
+                else if (c == '"') in_string = false;
+                continue;
+            }
+            if (c == '"') {
+                in_string = true;
+                continue;
+            }
+            if (c != '-' && (c < '0' || c > '9')) continue;
+            std::size_t end = i;
+            bool integral = true;
+            while (end < bytes.size() && std::string_view("+-0123456789.eE").find(bytes[end]) != std::string_view::npos) {
+                if (bytes[end] == '.' || bytes[end] == 'e' || bytes[end] == 'E') integral = false;
+                ++end;
+            }
+            const std::string_view token = bytes.substr(i, end - i);
+            i = end - 1;
+            if (!integral || token.size() < 19) continue;
+            std::int64_t as_signed = 0;
+            std::uint64_t as_unsigned = 0;
+            const char* first = token.data();
+            const char* last = token.data() + token.size();
+            if (std::from_chars(first, last, as_signed).ec == std::errc{}) continue;
+            if (std::from_chars(first, last, as_unsigned).ec == std::errc{}) continue;
+            throw std::out_of_range("JSON cache entry: integer literal beyond 64 bits: " + std::string(token));
+        }
     }
 };
 

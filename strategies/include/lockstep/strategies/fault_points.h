@@ -1,5 +1,5 @@
 // The fault points of CachedRepository (core/fault_point.h explains arming them). The names are
-// stable: the tests and the demo use them to force every race of RACES.md.
+// stable: the tests and the demo use them to force every race of docs/races.md.
 //
 //   repo.after_db_read          a read loaded from the database, before it backfills     C2, C4
 //   repo.before_commit          a write, after before_commit() (the first delete of
