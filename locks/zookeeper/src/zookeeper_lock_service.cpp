@@ -286,10 +286,16 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     }
 
     bool acquire_in_session(Hold& hold, SteadyTime deadline) {
-        auto [h, gen] = handle();
+        // Plain copies, not structured bindings: the lambdas below capture them, which clang 14
+        // (the sanitizer and fuzz builds) refuses for bindings.
+        const auto session_handle = handle();
+        const auto h = session_handle.first;
+        const auto gen = session_handle.second;
         const std::string dir = dir_of(hold);
         const std::string node_prefix = "_c_" + locks_detail::random_hex_id() + "-" + tag_of(hold.kind) + "-";
-        auto [mine, czxid] = create_node(h, dir, node_prefix, deadline);
+        const auto created = create_node(h, dir, node_prefix, deadline);
+        const std::string mine = created.first;
+        const auto czxid = created.second;
         const std::string my_path = dir + "/" + mine;
         try {
             for (;;) {
