@@ -178,6 +178,9 @@ TEST_F(RedisClusterTest, MovedAfterAFailoverRefreshesTheMapAndRetries) {
                                         cluster().port(static_cast<std::size_t>(cluster().master_of_slot(redis_cluster_slot(k)))) ==
                                             std::stoi(replica_of_old); },
                            10s));
+    // The promoted replica knows first; the old master learns it from the next gossip. Until it
+    // has, it still serves the slot itself (no MOVED to follow): wait until it calls itself a replica.
+    ASSERT_TRUE(eventually([&] { return node_client(old_port)->command({"ROLE"}).elements().at(0).str() == "slave"; }, 10s));
     EXPECT_EQ(client_->get(k), "before");
     EXPECT_EQ(client_->cluster_master_of(k), "127.0.0.1:" + replica_of_old);
     client_->del({k});
