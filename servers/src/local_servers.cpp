@@ -322,7 +322,21 @@ LocalServers::LocalServers(LocalServersOptions options) : impl_(std::make_unique
 
 LocalServers::~LocalServers() { impl_->stop_all(); }
 
+namespace {
+
+// Every accessor of a server the options turned off throws: there is no server behind it, and a
+// URL built from default options would point at whatever happens to listen there.
+void require_enabled(bool enabled, const char* server, const char* option) {
+    if (!enabled) {
+        throw ConfigError(std::string("LocalServers.") + option,
+                          std::string("this LocalServers was made with .") + option + " = false: it has no " + server);
+    }
+}
+
+}  // namespace
+
 std::string LocalServers::redis_url() const {
+    require_enabled(impl_->options.redis, "Redis", "redis");
     const auto& r = impl_->redis;
     if (r.topology != RedisTopology::Standalone) return to_url(r);  // an adopted cluster/sentinel URL
     std::string url = "redis://";
@@ -331,38 +345,49 @@ std::string LocalServers::redis_url() const {
 }
 
 std::string LocalServers::mysql_url() const {
+    require_enabled(impl_->options.mysql, "MariaDB", "mysql");
     const auto& m = impl_->mysql;
     std::string url = "mysql://" + m.user;
     if (!m.password.empty()) url += ":" + m.password;
     return url + "@" + m.host + ":" + std::to_string(m.port) + "/" + m.database;
 }
 
-RedisOptions LocalServers::redis_options() const { return impl_->redis; }
-MysqlOptions LocalServers::mysql_options() const { return impl_->mysql; }
+RedisOptions LocalServers::redis_options() const {
+    require_enabled(impl_->options.redis, "Redis", "redis");
+    return impl_->redis;
+}
+MysqlOptions LocalServers::mysql_options() const {
+    require_enabled(impl_->options.mysql, "MariaDB", "mysql");
+    return impl_->mysql;
+}
 bool LocalServers::owns_redis() const noexcept { return impl_->redis_owned; }
 bool LocalServers::owns_mysql() const noexcept { return impl_->mysql_owned; }
 int LocalServers::redis_pid() const noexcept { return impl_->redis_pid; }
 int LocalServers::mysql_pid() const noexcept { return impl_->mysql_pid; }
 
 void LocalServers::kill_redis() {
+    require_enabled(impl_->options.redis, "Redis", "redis");
     if (!impl_->redis_owned) throw ConfigError("LocalServers", "cannot kill an external Redis (LOCKSTEP_REDIS_URL)");
     kill_and_reap(impl_->redis_pid);
     impl_->redis_pid = 0;
 }
 
 void LocalServers::kill_mysql() {
+    require_enabled(impl_->options.mysql, "MariaDB", "mysql");
     if (!impl_->mysql_owned) throw ConfigError("LocalServers", "cannot kill an external MySQL (LOCKSTEP_MYSQL_URL)");
     kill_and_reap(impl_->mysql_pid);
     impl_->mysql_pid = 0;
 }
 
 void LocalServers::start_redis() {
+    require_enabled(impl_->options.redis, "Redis", "redis");
     if (!impl_->redis_owned) throw ConfigError("LocalServers", "cannot start an external Redis (LOCKSTEP_REDIS_URL)");
     if (impl_->redis_pid != 0) return;
     impl_->start_redis_process();
 }
 
 void LocalServers::start_mysql() {
+    require_enabled(impl_->options.mysql, "MariaDB", "mysql");
     if (!impl_->mysql_owned) throw ConfigError("LocalServers", "cannot start an external MySQL (LOCKSTEP_MYSQL_URL)");
     if (impl_->mysql_pid != 0) return;
     impl_->start_mysql_process();

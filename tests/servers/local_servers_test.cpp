@@ -123,6 +123,34 @@ TEST(LocalServers, KilledRedisIsGoneUntilStartedAgainOnTheSamePort) {
     EXPECT_TRUE(redis_ping(port));
 }
 
+// A server the options turned off has no URL, options, or lifecycle: a typed error, never a URL
+// for a server that was never started.
+TEST(LocalServers, AccessorsOfADisabledServerAreConfigErrors) {
+    lockstep::LocalServersOptions o = private_only();
+    o.mysql = false;
+    lockstep::LocalServers servers(o);
+    EXPECT_NO_THROW(servers.redis_url());
+    EXPECT_THROW(servers.mysql_url(), lockstep::ConfigError);
+    EXPECT_THROW(servers.mysql_options(), lockstep::ConfigError);
+    EXPECT_THROW(servers.kill_mysql(), lockstep::ConfigError);
+    EXPECT_THROW(servers.start_mysql(), lockstep::ConfigError);
+    EXPECT_THROW(servers.restart_mysql(), lockstep::ConfigError);
+    EXPECT_EQ(servers.mysql_pid(), 0);
+    try {
+        servers.mysql_url();
+    } catch (const lockstep::ConfigError& e) {
+        EXPECT_EQ(e.part(), "LocalServers.mysql");
+    }
+    lockstep::LocalServersOptions none = private_only();
+    none.redis = false;
+    none.mysql = false;
+    lockstep::LocalServers nothing(none);
+    EXPECT_THROW(nothing.redis_url(), lockstep::ConfigError);
+    EXPECT_THROW(nothing.redis_options(), lockstep::ConfigError);
+    EXPECT_THROW(nothing.kill_redis(), lockstep::ConfigError);
+    EXPECT_THROW(nothing.restart_redis(), lockstep::ConfigError);
+}
+
 TEST(LocalServers, RestartedMariadbKeepsItsData) {
     lockstep::LocalServersOptions o = private_only();
     o.redis = false;

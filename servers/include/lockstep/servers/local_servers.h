@@ -54,7 +54,9 @@ public:
     LocalServers(const LocalServers&) = delete;
     LocalServers& operator=(const LocalServers&) = delete;
 
-    // URLs and parsed options of the servers in use (private or external).
+    // URLs and parsed options of the servers in use (private or external). Each accessor of a
+    // server the options turned off (.redis = false, .mysql = false) throws ConfigError, as do
+    // kill/start/restart of it: there is no server behind it.
     std::string redis_url() const;
     std::string mysql_url() const;
     RedisOptions redis_options() const;
