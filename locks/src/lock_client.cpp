@@ -8,6 +8,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/names.h"
 #include "lockstep/locks/lock_errors.h"
 
 namespace lockstep {
@@ -919,7 +920,7 @@ std::size_t RedisLockClient::tracked_holds() const {
 // LockKeys
 
 LockKeys::LockKeys(std::string_view prefix, std::string_view name) : name_(name) {
-    if (name.empty()) throw ConfigError("lock name", "must not be empty");
+    check_name("lock name", name);  // the one rule of every name (core/names.h)
     stem_.reserve(prefix.size() + name.size() + 2);
     stem_.append(prefix).append("{").append(name).append("}");
 }

@@ -1,6 +1,7 @@
 #include "lockstep/strategies/entity_keys.h"
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/names.h"
 
 namespace lockstep {
 
@@ -9,12 +10,7 @@ EntityKeys::EntityKeys(std::string prefix, std::string entity_name)
     if (prefix_.find_first_of("{}") != std::string::npos) {
         throw ConfigError("key_prefix", "must not contain '{' or '}' (it would replace the entity's hash tag)");
     }
-    if (name_.empty()) throw ConfigError("entity.name", "must not be empty");
-    for (char c : name_) {
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                  c == '-' || c == '.';
-        if (!ok) throw ConfigError("entity.name", "'" + name_ + "': only letters, digits, '_', '-', '.'");
-    }
+    check_name("entity.name", name_);  // the one rule of every name (core/names.h)
 }
 
 std::string EntityKeys::value(std::int64_t id) const { return prefix_ + "{" + lock_name(id) + "}"; }

@@ -17,6 +17,7 @@
 #include "backends.h"
 #include "child_process.h"
 #include "counter_file.h"
+#include "lockstep/core/names.h"
 #include "lockstep/db/fenced_write.h"
 #include "lockstep/db/mysql_pool.h"
 #include "test_servers.h"
@@ -358,6 +359,29 @@ TYPED_TEST(LockConformance, ReadWriteLockReadersShareWritersExclude) {
         EXPECT_EQ(rw->read_hold_count(), 1);
         rw->unlock_shared();
     }
+}
+
+// One name rule for every backend (core/names.h): braces, NUL, newlines, spaces and names
+// longer than kMaxNameLength are ConfigErrors; the longest allowed name with every allowed
+// character (':' and '/' included) works, and is one lock (MySQL hashes it into GET_LOCK's 64
+// characters, ZooKeeper escapes its '/').
+TYPED_TEST(LockConformance, EveryNameFollowsTheOneNameRule) {
+    auto s = this->open();
+    const std::vector<std::string> bad = {"", "a{b", "b}", std::string("a\0b", 3), "a\nb", "a b", "caf\xc3\xa9",
+                                          std::string(kMaxNameLength + 1, 'x')};
+    for (const auto& name : bad) {
+        EXPECT_THROW(s->make_mutex(name), ConfigError) << "'" << name << "'";
+        if (s->supports_read_write()) {
+            EXPECT_THROW(s->make_read_write_lock(name), ConfigError) << "'" << name << "'";
+        }
+    }
+    std::string longest = "jobs/nightly:report_v1.2-";
+    while (longest.size() < kMaxNameLength) longest += 'z';
+    auto m = s->make_mutex(longest);
+    std::unique_lock hold(*m);
+    bool other = true;
+    std::thread([&] { other = this->other(*s).make_mutex(longest)->try_lock(); }).join();
+    EXPECT_FALSE(other) << "the longest name is one lock";
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "hold_table.h"
+#include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
 #include "lockstep/locks/lock_errors.h"
 
@@ -198,10 +199,6 @@ private:
     LockOptions o_;
 };
 
-void check_name(const std::string& name) {
-    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
-}
-
 }  // namespace
 
 InMemoryLockService::InMemoryLockService(LockServiceOptions options)
@@ -209,12 +206,12 @@ InMemoryLockService::InMemoryLockService(LockServiceOptions options)
 InMemoryLockService::~InMemoryLockService() = default;
 
 std::unique_ptr<DistributedMutex> InMemoryLockService::make_mutex(std::string name, LockOptions options) {
-    check_name(name);
+    check_name("lock name", name);
     return std::make_unique<InMemoryMutex>(state_, std::move(name), std::move(options));
 }
 
 std::unique_ptr<DistributedReadWriteLock> InMemoryLockService::make_read_write_lock(std::string name, LockOptions options) {
-    check_name(name);
+    check_name("lock name", name);
     return std::make_unique<InMemoryReadWriteLock>(state_, std::move(name), std::move(options));
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hold_table.h"
+#include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/db/mysql_connection.h"
@@ -301,7 +302,7 @@ MysqlLockService::~MysqlLockService() {
 }
 
 std::unique_ptr<DistributedMutex> MysqlLockService::make_mutex(std::string name, LockOptions options) {
-    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+    check_name("lock name", name);
     if (options.lease < 3ms) throw ConfigError("lease", "must be at least 3ms");
     return std::make_unique<MysqlMutex>(state_, std::move(name), std::move(options));
 }

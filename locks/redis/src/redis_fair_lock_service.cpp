@@ -11,6 +11,7 @@
 #include "fair_lock_scripts.h"
 #include "hold_table.h"
 #include "lockstep/cache/redis_client.h"
+#include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
 #include "lockstep/locks/lock_keys.h"
 #include "lockstep/locks/redis_lock_service.h"
@@ -206,7 +207,7 @@ RedisFairLockService::~RedisFairLockService() {
 }
 
 std::unique_ptr<DistributedMutex> RedisFairLockService::make_mutex(std::string name, LockOptions options) {
-    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+    check_name("lock name", name);
     if (options.lease < 3ms) throw ConfigError("lease", "must be at least 3ms");
     LockKeys check(state_->prefix, name);  // refuses names that would change the hash tag
     (void)check;

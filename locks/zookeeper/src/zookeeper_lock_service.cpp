@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hold_table.h"
+#include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/locks/lock_errors.h"
@@ -521,12 +522,12 @@ ZooKeeperLockService::~ZooKeeperLockService() {
 }
 
 std::unique_ptr<DistributedMutex> ZooKeeperLockService::make_mutex(std::string name, LockOptions options) {
-    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+    check_name("lock name", name);
     return std::make_unique<ZkMutex>(state_, std::move(name), std::move(options));
 }
 
 std::unique_ptr<DistributedReadWriteLock> ZooKeeperLockService::make_read_write_lock(std::string name, LockOptions options) {
-    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+    check_name("lock name", name);
     return std::make_unique<ZkReadWriteLock>(state_, std::move(name), std::move(options));
 }
 

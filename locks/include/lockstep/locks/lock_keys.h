@@ -24,7 +24,7 @@ namespace lockstep {
 
 class LockKeys {
 public:
-    // REQUIRES: `name` is not empty (ConfigError otherwise).
+    // REQUIRES: `name` follows the name rule of core/names.h (ConfigError otherwise).
     LockKeys(std::string_view prefix, std::string_view name);
 
     const std::string& name() const noexcept { return name_; }

@@ -34,7 +34,8 @@ class LockService {
 public:
     virtual ~LockService() = default;
 
-    // A mutex named `name` (not empty: ConfigError). Cheap; make one per use if you like: every
+    // A mutex named `name` (the name rule of core/names.h, else ConfigError; every backend calls
+    // check_name). Cheap; make one per use if you like: every
     // object of the same service and name shares the calling thread's hold.
     virtual std::unique_ptr<DistributedMutex> make_mutex(std::string name, LockOptions options = {}) = 0;
     // A read-write lock. ConfigError naming the backend when it has none (supports_read_write()).
