@@ -21,7 +21,7 @@ private:
     std::string sha1_;
 };
 
-// Lowercase hex SHA-1 of `bytes` (used for script digests).
+// Lowercase hex SHA-1 of `bytes` (OpenSSL's libcrypto; used for script digests).
 std::string sha1_hex(const std::string& bytes);
 
 }  // namespace lockstep
