@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <set>
@@ -188,6 +189,27 @@ std::string percent_encode(std::string_view s) {
     return out;
 }
 
+// The database name of a mysql:// URL: percent-decoded ("shop%2Deu" is "shop-eu"), then 1 to 64
+// printable ASCII characters other than '/', '\\' and '.' (MariaDB maps a database to a
+// directory and refuses them), quotes and backticks (identifiers are quoted with backticks), and
+// space. Anything else is a ConfigError naming the character.
+std::string database_name(std::string_view path) {
+    const std::string name = percent_decode(path, "database");
+    if (name.empty()) throw ConfigError("database", "missing database name after '/'");
+    if (name.size() > 64) throw ConfigError("database", "name longer than 64 characters");
+    for (char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        const bool ok = u > 0x20 && u < 0x7f && std::string_view("/\\.`'\"").find(c) == std::string_view::npos;
+        if (!ok) {
+            char shown[8];
+            std::snprintf(shown, sizeof shown, u > 0x20 && u < 0x7f ? "'%c'" : "\\x%02x", u);
+            throw ConfigError("database", std::string("invalid character ") + shown +
+                                              " (a database name is printable ASCII without / \\ . quotes or spaces)");
+        }
+    }
+    return name;
+}
+
 std::string format_host(const std::string& host) {
     return host.find(':') != std::string::npos ? "[" + host + "]" : host;
 }
@@ -195,24 +217,49 @@ std::string format_host(const std::string& host) {
 }  // namespace
 
 std::chrono::milliseconds parse_duration(std::string_view text, const std::string& part) {
+    // <digits>[.<1-9 digits>][ms|s|m]: "250ms", "2s", "1.5s", "0.25m", "1500" (ms). The value must
+    // be a whole number of milliseconds ("1.5ms" is refused, never rounded).
+    const std::string t(text);
     if (text.empty()) throw ConfigError(part, "empty duration");
     std::size_t digits = 0;
     while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-    if (digits == 0) throw ConfigError(part, "duration must start with a number: '" + std::string(text) + "'");
+    if (digits == 0) throw ConfigError(part, "duration must start with a digit: '" + t + "' (e.g. 250ms, 1.5s)");
     const long long max_ms = 24LL * 3600 * 1000;  // a day: anything longer is a typo
-    long long n = parse_integer(text.substr(0, digits), part, 0, max_ms);
-    std::string_view unit = text.substr(digits);
-    long long ms = 0;
-    if (unit.empty() || unit == "ms") {
-        ms = n;
-    } else if (unit == "s") {
-        ms = n * 1000;
-    } else if (unit == "m") {
-        ms = n * 60 * 1000;
-    } else {
-        throw ConfigError(part, "unknown duration unit '" + std::string(unit) + "' (use ms, s or m)");
+    if (digits > 12) throw ConfigError(part, "duration longer than a day: '" + t + "'");
+    const long long whole = parse_integer(text.substr(0, digits), part, 0, 999'999'999'999);
+    std::size_t pos = digits;
+    long long fraction = 0;
+    long long fraction_scale = 1;
+    if (pos < text.size() && text[pos] == '.') {
+        ++pos;
+        std::size_t f = 0;
+        while (pos + f < text.size() && std::isdigit(static_cast<unsigned char>(text[pos + f]))) ++f;
+        if (f == 0) throw ConfigError(part, "a '.' in a duration must be followed by digits: '" + t + "'");
+        if (f > 9) throw ConfigError(part, "more than 9 fraction digits in '" + t + "'");
+        for (std::size_t i = 0; i < f; ++i) {
+            fraction = fraction * 10 + (text[pos + i] - '0');
+            fraction_scale *= 10;
+        }
+        pos += f;
     }
-    if (ms > max_ms) throw ConfigError(part, "duration longer than a day: '" + std::string(text) + "'");
+    const std::string_view unit = text.substr(pos);
+    long long unit_ms = 0;
+    if (unit.empty() || unit == "ms") {
+        unit_ms = 1;
+    } else if (unit == "s") {
+        unit_ms = 1000;
+    } else if (unit == "m") {
+        unit_ms = 60 * 1000;
+    } else {
+        throw ConfigError(part, "unknown duration unit '" + std::string(unit) + "' in '" + t + "' (use ms, s or m)");
+    }
+    if (whole > max_ms) throw ConfigError(part, "duration longer than a day: '" + t + "'");
+    // whole <= a day in ms and unit_ms <= 60000: no overflow; fraction < 1e9, same.
+    if ((fraction * unit_ms) % fraction_scale != 0) {
+        throw ConfigError(part, "'" + t + "' is not a whole number of milliseconds");
+    }
+    const long long ms = whole * unit_ms + fraction * unit_ms / fraction_scale;
+    if (ms > max_ms) throw ConfigError(part, "duration longer than a day: '" + t + "'");
     return std::chrono::milliseconds(ms);
 }
 
@@ -346,12 +393,7 @@ MysqlOptions parse_mysql_url(std::string_view url) {
     o.user = parts.user;
     o.password = parts.password;
     if (!parts.has_path || parts.path.empty()) throw ConfigError("database", "missing database name after '/'");
-    for (char c : parts.path) {
-        bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$';
-        if (!ok) throw ConfigError("database", "invalid character '" + std::string(1, c) + "' in '" + parts.path + "'");
-    }
-    if (parts.path.size() > 64) throw ConfigError("database", "name longer than 64 characters");
-    o.database = parts.path;
+    o.database = database_name(parts.path);
     for (const auto& [key, value] : parts.query) {
         const std::string part = "query parameter '" + key + "'";
         if (key == "connect_timeout") {
@@ -403,7 +445,7 @@ std::string to_url(const RedisOptions& o) {
 std::string to_url(const MysqlOptions& o) {
     std::string url = "mysql://" + percent_encode(o.user);
     if (!o.password.empty()) url += ":" + percent_encode(o.password);
-    url += "@" + format_host(o.host) + ":" + std::to_string(o.port) + "/" + o.database;
+    url += "@" + format_host(o.host) + ":" + std::to_string(o.port) + "/" + percent_encode(o.database);
     url += "?connect_timeout=" + format_duration(o.connect_timeout) +
            "&read_timeout=" + format_duration(o.read_timeout) +
            "&write_timeout=" + format_duration(o.write_timeout) +

@@ -138,7 +138,9 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"SocketTimeoutZero", "redis://localhost/0?socket_timeout=0ms", kQp + "'socket_timeout'"},
         Malformed{"UnknownUnit", "redis://localhost/0?connect_timeout=5h", kQp + "'connect_timeout'"},
         Malformed{"UnitWithoutNumber", "redis://localhost/0?connect_timeout=ms", kQp + "'connect_timeout'"},
-        Malformed{"FractionalDuration", "redis://localhost/0?socket_timeout=1.5s", kQp + "'socket_timeout'"},
+        Malformed{"FractionBelowAMillisecond", "redis://localhost/0?socket_timeout=1.5ms", kQp + "'socket_timeout'"},
+        Malformed{"FractionWithoutDigits", "redis://localhost/0?socket_timeout=1.s", kQp + "'socket_timeout'"},
+        Malformed{"FractionWithoutWholePart", "redis://localhost/0?socket_timeout=.5s", kQp + "'socket_timeout'"},
         Malformed{"NegativeDuration", "redis://localhost/0?socket_timeout=-1s", kQp + "'socket_timeout'"},
         Malformed{"SpaceBeforeUnit", "redis://localhost/0?socket_timeout=5%20s", kQp + "'socket_timeout'"},
         Malformed{"DurationLongerThanADay", "redis://localhost/0?pool_wait_timeout=1441m",
@@ -348,7 +350,16 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"PortWithTrailingText", "mysql://root@localhost:3306x/shop", "port"},
         Malformed{"NoDatabase", "mysql://root@localhost", "database"},
         Malformed{"EmptyDatabase", "mysql://root@localhost:3306/", "database"},
-        Malformed{"DashInDatabase", "mysql://root@localhost/my-shop", "database"},
+        Malformed{"DotInDatabase", "mysql://root@localhost/my.shop", "database"},
+        Malformed{"EncodedSlashInDatabase", "mysql://root@localhost/shop%2Forders", "database"},
+        Malformed{"EncodedNulInDatabase", "mysql://root@localhost/shop%00", "database"},
+        Malformed{"EncodedBacktickInDatabase", "mysql://root@localhost/shop%60x", "database"},
+        Malformed{"EncodedSpaceInDatabase", "mysql://root@localhost/my%20shop", "database"},
+        Malformed{"EncodedNonAsciiInDatabase", "mysql://root@localhost/caf%C3%A9", "database"},
+        Malformed{"BadEscapeInDatabase", "mysql://root@localhost/shop%zz", "database"},
+        Malformed{"TruncatedEscapeInDatabase", "mysql://root@localhost/shop%4", "database"},
+        Malformed{"FractionalReadTimeoutBelowAMillisecond", "mysql://root@localhost/shop?read_timeout=0.0001s",
+                  kQp + "'read_timeout'"},
         Malformed{"SlashInDatabase", "mysql://root@localhost/shop/orders", "database"},
         Malformed{"DatabaseTooLong", "mysql://root@localhost/" + std::string(65, 'd'), "database"},
         Malformed{"Fragment", "mysql://root@localhost/shop#x", "url"},
@@ -416,6 +427,21 @@ TEST(MysqlUrl, DatabaseNameCharacters) {
               std::string(64, 'd'));
 }
 
+TEST(MysqlUrl, PercentEncodedDatabaseNamesDecodeAndRoundTrip) {
+    EXPECT_EQ(parse_mysql_url("mysql://root@localhost/shop%2Deu").database, "shop-eu");
+    EXPECT_EQ(parse_mysql_url("mysql://root@localhost/shop-eu").database, "shop-eu");
+    EXPECT_EQ(parse_mysql_url("mysql://root@localhost/a%24b%2bc").database, "a$b+c");
+    for (const char* db : {"shop-eu", "a$b+c", "x@y", "Shop_2"}) {
+        MysqlOptions o = parse_mysql_url(std::string("mysql://root@localhost/") + db);
+        EXPECT_EQ(parse_mysql_url(to_url(o)).database, db) << to_url(o);
+    }
+    // 64 characters after decoding is the limit, whatever the encoded length.
+    std::string encoded;
+    for (int i = 0; i < 64; ++i) encoded += "%2D";
+    EXPECT_EQ(parse_mysql_url("mysql://root@localhost/" + encoded).database, std::string(64, '-'));
+    EXPECT_THROW(parse_mysql_url("mysql://root@localhost/" + encoded + "%2D"), ConfigError);
+}
+
 TEST(MysqlUrl, EveryQueryParameter) {
     MysqlOptions o = parse_mysql_url(
         "mysql://root@localhost/shop?connect_timeout=750ms&read_timeout=10s&write_timeout=2m&pool_size=16"
@@ -467,9 +493,19 @@ TEST(Duration, UnitsAndBareMilliseconds) {
     EXPECT_EQ(parse_duration("86400s", "d"), 24h);
 }
 
+TEST(Duration, FractionsThatAreWholeMilliseconds) {
+    EXPECT_EQ(parse_duration("1.5s", "d"), 1500ms);
+    EXPECT_EQ(parse_duration("0.25m", "d"), 15s);
+    EXPECT_EQ(parse_duration("2.000s", "d"), 2s);
+    EXPECT_EQ(parse_duration("0.001s", "d"), 1ms);
+    EXPECT_EQ(parse_duration("250.0ms", "d"), 250ms);
+}
+
 TEST(Duration, ErrorsNameTheCallersPart) {
     for (const char* bad :
-         {"", "s", "1h", "1.5s", "-5", "86401s", "1441m", "86400001", "5 s", "5S", "1ms2"}) {
+         {"", "s", "1h", "1.5ms", "1.5", "-5", "86401s", "1441m", "86400001", "5 s", "5S", "1ms2", "1.s", ".5s",
+          "1..5s", "1.5.2s", "0.0001s", "1e3ms", "1,5s", "1.0000000001s", "86400.001s", "1440.5m", "-1.5s",
+          "1.5 s", "0x10ms", "99999999999999999999ms"}) {
         SCOPED_TRACE(bad);
         try {
             parse_duration(bad, "option 'lease'");
