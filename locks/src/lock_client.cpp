@@ -299,6 +299,7 @@ void leave_quietly(LockSide& side, const std::string& owner, const WaitTicket& t
 bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings,
                                     std::optional<SteadyTime> deadline) {
     Use use(*this);
+    const SteadyTime started = SteadyClock::now();  // stats.acquire_latency
     const std::string owner = owner_of_this_thread();
     const std::string hid = hold_id(side.hold_key(), owner);
     std::shared_ptr<Hold> held;
@@ -357,6 +358,8 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
         h->valid_until = sent + settings.lease;
         h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
         stats.acquired.fetch_add(1);
+        h->acquired_at = SteadyClock::now();
+        stats.acquire_latency.record(h->acquired_at - started);
         bool wake_watchdog = false;
         {
             std::lock_guard lock(mutex);
@@ -476,6 +479,7 @@ void RedisLockClient::Impl::release(LockSide& side, bool checked) {
         if (!closed) ++calls_in_use;  // a Use, taken under the same lock as the check
     }
     auto forget = [&] {
+        stats.hold_time.record(SteadyClock::now() - held->acquired_at);
         std::lock_guard lock(mutex);
         held->active = false;
         auto it = holds.find(hid);
@@ -904,6 +908,8 @@ LockClientStats RedisLockClient::stats() const {
     r.losses = s.losses.load();
     r.unlocks_of_lost_holds = s.unlocks_of_lost_holds.load();
     r.unlock_errors = s.unlock_errors.load();
+    r.acquire_latency = s.acquire_latency.snapshot();
+    r.hold_time = s.hold_time.snapshot();
     return r;
 }
 

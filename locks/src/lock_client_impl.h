@@ -107,6 +107,7 @@ struct Hold {
     SteadyTime next_check;   // watchdog: next renewal (renew) or the lease end (fixed lease)
     bool lost = false;
     bool active = true;  // false once unlocked or forgotten: late renewal results are ignored
+    SteadyTime acquired_at{};  // stats.hold_time
 };
 
 struct HoldSettings {
@@ -155,6 +156,7 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     struct Stats {
         std::atomic<std::uint64_t> acquire_attempts{0}, acquired{0}, wakeups{0}, renew_batches{0},
             renewals{0}, losses{0}, unlocks_of_lost_holds{0}, unlock_errors{0};
+        LatencyHistogram acquire_latency, hold_time;  // LockClientStats
     } stats;
 
     // ---- registry and watchdog

@@ -610,5 +610,35 @@ TEST_F(RedisMutexTest, L5_RenewedTwoSecondLeaseOutlivesSixSecondCriticalSection)
     m.unlock();
 }
 
+// Per-client latency histograms (LockClientStats::acquire_latency, hold_time): one sample per
+// new acquisition and per last unlock; re-entries and failed tries add none. The wait is forced:
+// B reaches its wait (locks.wait.before_sleep) while A holds; A lets go only then.
+TEST_F(RedisMutexTest, ClientLatencyHistogramsCountAcquisitionsWaitsAndHolds) {
+    RedisMutex ma(*a_->locks, "latency");
+    RedisMutex mb(*b_->locks, "latency");
+    ma.lock();
+    ma.lock();  // re-entry: no new sample
+    EXPECT_FALSE(mb.try_lock());
+    Arrivals waiting;
+    std::thread b([&] {
+        auto armed = fault::arm("locks.wait.before_sleep", waiting.action(), {.only_thread = std::this_thread::get_id()});
+        mb.lock();
+        mb.unlock();
+    });
+    ASSERT_TRUE(waiting.wait_for(1, 10s)) << "B never waited";
+    std::this_thread::sleep_for(50ms);  // the measured quantity, not a synchronisation
+    ma.unlock();
+    ma.unlock();
+    b.join();
+    const auto a = a_->locks->stats();
+    const auto bs = b_->locks->stats();
+    EXPECT_EQ(a.acquire_latency.count, 1u);
+    EXPECT_EQ(a.hold_time.count, 1u);
+    EXPECT_GE(a.hold_time.sum_us, 50'000u) << "A held it at least 50 ms";
+    EXPECT_EQ(bs.acquire_latency.count, 1u) << "the failed try_lock adds no sample";
+    EXPECT_EQ(bs.hold_time.count, 1u);
+    EXPECT_GE(bs.acquire_latency.sum_us, 50'000u) << "B waited for A's 50 ms";
+}
+
 }  // namespace
 }  // namespace lockstep

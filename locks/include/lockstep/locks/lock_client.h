@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 
+#include "lockstep/core/latency_histogram.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/locks/lock_keys.h"
 #include "lockstep/locks/lock_loss.h"  // FenceToken, LockLoss, LockLossReason
@@ -95,6 +96,12 @@ struct LockClientStats {
     std::uint64_t losses = 0;            // holds reported lost
     std::uint64_t unlocks_of_lost_holds = 0;  // unlock() calls that found the hold lost (no throw)
     std::uint64_t unlock_errors = 0;     // unlock() calls whose release failed (Redis unreachable)
+    // Latency histograms of this client's locks (all names, mutexes and read-write locks):
+    // acquire_latency from the lock()/try_lock call to a new acquisition (the wait included;
+    // re-entries and failed tries are not recorded), hold_time from a new acquisition to its
+    // last unlock (released, found lost, or failed).
+    HistogramSnapshot acquire_latency;
+    HistogramSnapshot hold_time;
 };
 
 class RedisLockClient {
