@@ -130,9 +130,13 @@ std::optional<std::string> reread_written_row(Transaction& tx, RepositoryCore::S
     try {
         return CacheEntry::encode_value(version, sink.encode(0));
     } catch (const std::exception& e) {
+        // Every write of this row will hit this: count each, log at most once a second (as reads).
         bump(state.c.cache_errors);
-        logger()->error("repository '{}': cannot encode row {} for the cache, deleting its entry instead: {}",
-                        state.spec.name, id, e.what());
+        if (state.trace_limit.allow_warning()) {
+            logger()->error("repository '{}': cannot encode row {} for the cache, deleting its entry instead ({} cache "
+                            "errors so far): {}",
+                            state.spec.name, id, state.c.cache_errors.load(), e.what());
+        }
         return std::nullopt;
     }
 }
