@@ -10,4 +10,10 @@ cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 cmake -S "$src" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
 "$work/build/consumer"
+# Test support (LocalServers & co.) is its own component, not in the installed core library.
+lib="$(find "$work/prefix" -name liblockstep.a -o -name liblockstep.so | head -n 1)"
+if nm -C "$lib" | grep -q "LocalServers::"; then
+  echo "find_package_consumer: $lib carries LocalServers (test support belongs in lockstep::testing)" >&2
+  exit 1
+fi
 rm -rf "$work"
