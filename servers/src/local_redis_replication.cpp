@@ -28,6 +28,16 @@ struct LocalRedisReplication::Impl {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
     }
+    // The replica says "up" once it loaded the sync; the master counts it (WAIT, connected_slaves)
+    // only after its first REPLCONF ACK, up to a second later.
+    void until_in_sync() const {
+        until(
+            [&] {
+                return info_value(info(*replica), "master_link_status") == "up" &&
+                       info_value(info(*master), "slave0").find("state=online") != std::string::npos;
+            },
+            "replica in sync");
+    }
     void command(const LocalServers& s, const std::vector<std::string>& args) const {
         const std::string reply = redis_probe(port(s), args, std::chrono::milliseconds(2000));
         if (reply.rfind("+OK", 0) != 0) throw ProtocolError("local Redis replication: " + args[0] + " answered '" + reply + "'");
@@ -49,14 +59,7 @@ LocalRedisReplication::LocalRedisReplication(LocalRedisReplicationOptions option
     LocalServersOptions replica = base;
     replica.redis_extra_args = {"--replicaof", "127.0.0.1", std::to_string(m.port(*m.master))};
     m.replica = std::make_unique<LocalServers>(replica);
-    // The replica says "up" once it loaded the sync; the master counts it (WAIT, connected_slaves)
-    // only after its first REPLCONF ACK, up to a second later.
-    m.until(
-        [&] {
-            return info_value(m.info(*m.replica), "master_link_status") == "up" &&
-                   info_value(m.info(*m.master), "slave0").find("state=online") != std::string::npos;
-        },
-        "replica in sync");
+    m.until_in_sync();
     logger()->info("private Redis master {} with replica {}", master_url(), replica_url());
 }
 
@@ -85,6 +88,16 @@ void LocalRedisReplication::fail_over() {
     m.master->kill_redis();
     m.command(*m.replica, {"REPLICAOF", "NO", "ONE"});
     m.until([&] { return info_value(m.info(*m.replica), "role") == "master"; }, "replica promoted");
+}
+
+void LocalRedisReplication::heal() {
+    auto& m = *impl_;
+    if (m.master->redis_pid() != 0) return;  // not failed over
+    std::swap(m.master, m.replica);
+    m.command(*m.master, {"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
+    m.replica->start_redis();
+    m.command(*m.replica, {"REPLICAOF", "127.0.0.1", std::to_string(m.port(*m.master))});
+    m.until_in_sync();
 }
 
 }  // namespace lockstep

@@ -44,6 +44,10 @@ public:
     // SIGKILLs the master and promotes the replica (REPLICAOF NO ONE); returns once the replica
     // says it is a master. From then on replica_url() is the master clients must use.
     void fail_over();
+    // After fail_over: starts the killed node again (empty) as the replica of the promoted one
+    // and returns once it is in sync. The roles are swapped: master_url() is the promoted node,
+    // replica_url() the restarted one, ready for another round.
+    void heal();
 
 private:
     struct Impl;
