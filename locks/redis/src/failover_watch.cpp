@@ -43,7 +43,9 @@ void unwatch_master_changes(RedisLockClient::Impl& impl) {
 }
 
 bool master_changed_since(const RedisLockClient::Impl& impl, SteadyTime sent) {
-    std::lock_guard lock(impl.mutex);
+    // No lock needed (the acquire path stays one atomic load): the listener stores the time under
+    // the registry mutex before it marks holds, and the new hold was inserted under that mutex.
+    // Either the listener ran first (this load sees its store) or after (it marked the hold).
     return SteadyTime(SteadyClock::duration(impl.last_master_change.load())) >= sent;
 }
 
