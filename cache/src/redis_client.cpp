@@ -212,6 +212,14 @@ std::string RedisClient::sentinel_master() {
     return impl_->sentinel ? impl_->sentinel->master() : std::string{};
 }
 
+std::uint64_t RedisClient::add_master_change_listener(std::function<void()> listener) {
+    return impl_->sentinel ? impl_->sentinel->add_switch_listener(std::move(listener)) : 0;
+}
+
+void RedisClient::remove_master_change_listener(std::uint64_t id) {
+    if (impl_->sentinel && id != 0) impl_->sentinel->remove_switch_listener(id);
+}
+
 RedisSubscriber& RedisClient::subscriber() {
     Impl& m = *impl_;
     MutexLock lock(m.subscriber_mutex);

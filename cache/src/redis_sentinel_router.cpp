@@ -91,19 +91,43 @@ void RedisSentinelRouter::watch_switches() noexcept {
 
 void RedisSentinelRouter::use(const std::string& address) {
     const auto colon = address.rfind(':');
-    std::unique_lock lock(mutex_);
-    if (address == current_address_) return;
-    auto& pool = pools_[address];
-    if (!pool) {
-        pool = std::make_unique<RedisConnectionPool>(
-            endpoint_options(options_, address.substr(0, colon), std::stoi(address.substr(colon + 1))));
+    bool changed = false;
+    {
+        std::unique_lock lock(mutex_);
+        if (address == current_address_) return;
+        auto& pool = pools_[address];
+        if (!pool) {
+            pool = std::make_unique<RedisConnectionPool>(
+                endpoint_options(options_, address.substr(0, colon), std::stoi(address.substr(colon + 1))));
+        }
+        if (!current_address_.empty()) {
+            logger()->warn("redis sentinel: master '{}' moved from {} to {}", options_.sentinel_master,
+                           current_address_, address);
+        }
+        changed = !current_address_.empty();
+        current_ = pool.get();
+        current_address_ = address;
+        switches_.fetch_add(1);
     }
-    if (!current_address_.empty()) {
-        logger()->warn("redis sentinel: master '{}' moved from {} to {}", options_.sentinel_master, current_address_, address);
+    if (!changed) return;
+    std::vector<std::function<void()>> listeners;
+    {
+        std::lock_guard lock(listeners_mutex_);
+        for (const auto& [id, l] : switch_listeners_) listeners.push_back(l);
     }
-    current_ = pool.get();
-    current_address_ = address;
-    switches_.fetch_add(1);
+    for (const auto& l : listeners) l();
+}
+
+std::uint64_t RedisSentinelRouter::add_switch_listener(std::function<void()> listener) {
+    std::lock_guard lock(listeners_mutex_);
+    const std::uint64_t id = next_listener_++;
+    switch_listeners_.emplace(id, std::move(listener));
+    return id;
+}
+
+void RedisSentinelRouter::remove_switch_listener(std::uint64_t id) {
+    std::lock_guard lock(listeners_mutex_);
+    switch_listeners_.erase(id);
 }
 
 void RedisSentinelRouter::rediscover() {

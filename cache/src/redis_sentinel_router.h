@@ -45,6 +45,11 @@ public:
     void rediscover();
     // How many times the master in use changed (rediscovery or +switch-master).
     std::uint64_t switches() const noexcept { return switches_.load(); }
+    // Called after the master in use changed (not for the first one found), outside every lock
+    // of the router, on the thread that switched (the sentinel subscriber's, or a caller's that
+    // rediscovered). Holds taken on the old master may be gone (RACES L8): the lock client listens.
+    std::uint64_t add_switch_listener(std::function<void()> listener);
+    void remove_switch_listener(std::uint64_t id);
 
 private:
     RedisConnectionPool& current_pool();
@@ -60,6 +65,9 @@ private:
     std::mutex rediscover_mutex_;
     std::atomic<bool> stale_{true};
     std::atomic<std::uint64_t> switches_{0};
+    std::mutex listeners_mutex_;
+    std::map<std::uint64_t, std::function<void()>> switch_listeners_;
+    std::uint64_t next_listener_ = 1;
     std::unique_ptr<RedisSubscriber> sentinel_subscriber_;
     RedisSubscriber::Subscription switch_subscription_;
 };

@@ -13,7 +13,8 @@ namespace lockstep {
 
 void register_builtin_lock_backends() {
     register_lock_backend("redis", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
-        return std::make_unique<RedisLockService>(parse_redis_url(url), std::move(o));
+        ReplicationWait wait;  // ?wait_replicas=N&wait_timeout=D (RACES L8)
+        return std::make_unique<RedisLockService>(parse_redis_url(take_replication_wait(url, wait)), std::move(o), wait);
     });
     register_lock_backend("redis-fair", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
         // The same URL as redis://, only the scheme chooses the fair mutex.

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "lock_client_impl.h"
+#include "../redis/src/replication_wait.h"  // L8: WAIT, failover (confirm_new_hold)
+#include "../redis/src/failover_watch.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
@@ -58,6 +60,8 @@ std::string_view to_string(LockLossReason r) noexcept {
             return "found gone";
         case LockLossReason::ClientClosed:
             return "client closed";
+        case LockLossReason::Failover:
+            return "failover";
     }
     return "unknown";
 }
@@ -377,6 +381,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
             switch (out.status) {
                 case AttemptStatus::Acquired:
                     register_hold(sent, out.value);
+                    if (!confirm_new_hold(*this, side, owner, sent)) continue;  // L8 (replication_wait.h)
                     return true;
                 case AttemptStatus::Busy:
                     return false;
@@ -863,15 +868,18 @@ bool check_eviction(RedisClient& redis, EvictionCheck mode, const std::string& c
 
 RedisLockClient::RedisLockClient(RedisClient& redis, LockClientOptions options)
     : impl_(std::make_shared<Impl>(redis, std::move(options))) {
+    check_replication_wait(*impl_);
     impl_->eviction_possible = check_eviction(redis, impl_->options.eviction_check, impl_->id);
     if (impl_->options.prefix.find_first_of("{}") != std::string::npos) {
         logger()->debug("lock prefix '{}' contains braces; the hash tag is still shared per name",
                         impl_->options.prefix);
     }
     impl_->start();
+    watch_master_changes(*impl_);
 }
 
 RedisLockClient::~RedisLockClient() {
+    unwatch_master_changes(*impl_);
     impl_->close();
     bool listener = false;
     {

@@ -203,6 +203,10 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     std::map<std::string, std::shared_ptr<Room>> rooms;
     bool reconnect_listener_added = false;  // guarded by rooms_mutex
     std::atomic<std::uint64_t> reconnect_listener{0};
+    // L8, Sentinel: the master-change listener (failover_watch.h) and when it last fired
+    // (steady clock ticks; min: never). A new hold sent before that moment is not kept.
+    std::uint64_t master_change_listener = 0;
+    std::atomic<SteadyClock::rep> last_master_change{SteadyClock::time_point::min().time_since_epoch().count()};
     std::atomic<std::uint64_t> next_waiter{1};
 
     // Subscribes (first waiter of this client on `channel`) and returns after the server

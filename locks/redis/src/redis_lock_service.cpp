@@ -76,13 +76,14 @@ private:
 
 RedisLockService::RedisLockService(RedisLockClient& client) : client_(&client) {}
 
-RedisLockService::RedisLockService(RedisOptions redis, LockServiceOptions options) {
+RedisLockService::RedisLockService(RedisOptions redis, LockServiceOptions options, ReplicationWait replication_wait) {
     // The watchdog and every waiter share the pool: keep room for both.
     if (redis.pool_size < 16) redis.pool_size = 16;
     owned_redis_ = std::make_unique<RedisClient>(std::move(redis));
     LockClientOptions lo;
     lo.prefix = std::move(options.prefix);
     lo.on_lost = std::move(options.on_lost);
+    lo.replication_wait = replication_wait;
     owned_client_ = std::make_unique<RedisLockClient>(*owned_redis_, std::move(lo));
     client_ = owned_client_.get();
 }

@@ -19,6 +19,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -79,6 +81,13 @@ public:
     void refresh_topology();
     // Sentinel only: "host:port" of the master in use ("" otherwise).
     std::string sentinel_master();
+    // Sentinel only: `listener` is called (on the thread that noticed) each time the master in
+    // use changes (+switch-master, or a rediscovery after an error), never for the first master
+    // found. Returns an id for remove_master_change_listener; 0 (and never called) on the other
+    // topologies. REQUIRES: the listener is quick and does not call back into this client's
+    // topology (refresh_topology, sentinel_master).
+    std::uint64_t add_master_change_listener(std::function<void()> listener);
+    void remove_master_change_listener(std::uint64_t id);
 
     // The shared subscriber connection (created on first use, lives as long as the client).
     RedisSubscriber& subscriber();

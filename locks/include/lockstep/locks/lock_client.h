@@ -59,6 +59,17 @@ enum class EvictionCheck {
     Off,
 };
 
+// RACES L8: WAIT for replica acknowledgements after every new acquisition (docs/locks.md
+// "WAIT after acquire"). A new hold that fewer than `replicas` replicas acknowledged within
+// `timeout` is released again and the acquisition throws ReplicationWaitError; re-entries and
+// renewals are not waited for.
+struct ReplicationWait {
+    // 0: off (the default): an acquisition returns as soon as the master has the key.
+    int replicas = 0;
+    // The WAIT timeout: how long an acquisition waits for the acknowledgements at most.
+    std::chrono::milliseconds timeout{100};
+};
+
 struct LockClientOptions {
     // Namespace of every key (see LockKeys). Two applications sharing a Redis use two prefixes.
     std::string prefix = "ls:";
@@ -84,6 +95,8 @@ struct LockClientOptions {
     // unless this says otherwise. Where CONFIG is not allowed (renamed, ACL, a managed service)
     // it logs one warning per process and goes on.
     EvictionCheck eviction_check = EvictionCheck::Refuse;
+    // L8: replica acknowledgements required of every new acquisition (off by default).
+    ReplicationWait replication_wait;
 };
 
 // Counters, for tests and metrics. Monotonic since construction.

@@ -21,4 +21,14 @@ public:
     using Error::Error;
 };
 
+// RACES L8: a new acquisition that fewer replicas acknowledged (WAIT) than
+// LockClientOptions::replication_wait asks for. The hold was released again before this was
+// thrown: the caller holds nothing. The usual cause is a replica that is down or cut off from the
+// master; retrying later may succeed (RetryCall), retrying at once usually does not.
+class ReplicationWaitError : public Error {
+public:
+    using Error::Error;
+    Recovery recovery() const noexcept override { return Recovery::RetryCall; }
+};
+
 }  // namespace lockstep

@@ -26,6 +26,10 @@ enum class LockLossReason {
     FoundGone,
     // The lock client was destroyed while the hold was held: it released the hold.
     ClientClosed,
+    // The Redis master changed (a Sentinel failover) while the hold was held, or while it was
+    // being acquired: the promoted replica may never have received the key (RACES L8), so the
+    // hold cannot be known safe, even if the key did make it across.
+    Failover,
 };
 
 std::string_view to_string(LockLossReason r) noexcept;

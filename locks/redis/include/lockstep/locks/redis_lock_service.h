@@ -11,21 +11,24 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "lockstep/core/redis_options.h"
+#include "lockstep/locks/lock_client.h"
 #include "lockstep/locks/lock_service.h"
 
 namespace lockstep {
 
 class RedisClient;
-class RedisLockClient;
 
 class RedisLockService : public LockService {
 public:
     // Borrows `client` (its prefix and on_lost stay as they are).
     explicit RedisLockService(RedisLockClient& client);
-    // Owns a RedisClient to `redis` and a RedisLockClient with `options`' prefix and on_lost.
-    explicit RedisLockService(RedisOptions redis, LockServiceOptions options = {});
+    // Owns a RedisClient to `redis` and a RedisLockClient with `options`' prefix and on_lost, and
+    // `replication_wait` (RACES L8: WAIT after every new acquisition; off by default).
+    explicit RedisLockService(RedisOptions redis, LockServiceOptions options = {},
+                              ReplicationWait replication_wait = {});
     ~RedisLockService() override;
 
     std::unique_ptr<DistributedMutex> make_mutex(std::string name, LockOptions options = {}) override;
@@ -39,5 +42,10 @@ private:
     std::unique_ptr<RedisLockClient> owned_client_;
     RedisLockClient* client_ = nullptr;
 };
+
+// The lock service URL's own parameters, `redis://host:port?wait_replicas=1&wait_timeout=100ms`
+// (open_lock_service): read into `wait` and removed; returns the URL without them for
+// parse_redis_url. ConfigError naming the parameter when one is malformed.
+std::string take_replication_wait(std::string_view url, ReplicationWait& wait);
 
 }  // namespace lockstep
