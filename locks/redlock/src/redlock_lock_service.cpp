@@ -87,7 +87,18 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     std::mutex mu;  // the watchdog's sleep
     std::condition_variable wake;
     bool stopping = false;
+    std::uint64_t pokes = 0;  // new holds registered: the watchdog plans again
     std::thread watchdog;
+
+    // After a hold is registered in the table (not before: the watchdog must see it when it
+    // plans its next renewal, or it could sleep past the new hold's lease).
+    void poke() {
+        {
+            std::lock_guard g(mu);
+            ++pokes;
+        }
+        wake.notify_one();
+    }
 
     std::chrono::milliseconds drift(std::chrono::milliseconds lease) const {
         return std::chrono::milliseconds(static_cast<long long>(lease.count() * options.clock_drift_factor) + 2);
@@ -171,7 +182,6 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         h.token = token;
         h.key = k[0];
         h.state = st;
-        wake.notify_one();  // the watchdog may need to renew sooner than it planned
         return true;
     }
 
@@ -242,6 +252,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     void run_watchdog() {
         std::unique_lock g(mu);
         while (!stopping) {
+            const std::uint64_t seen = pokes;
             SteadyTime next = SteadyClock::now() + std::chrono::seconds(1);
             g.unlock();
             for (const auto& h : table.all()) {
@@ -259,7 +270,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
                 next = std::min(next, h->renew ? st->next_renew : st->valid_until);
             }
             g.lock();
-            if (!stopping) wake.wait_until(g, next);
+            wake.wait_until(g, next, [&] { return stopping || pokes != seen; });
         }
     }
 
@@ -292,7 +303,10 @@ public:
     }
     bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
     bool try_lock_until_steady(SteadyTime deadline) override {
-        return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
+        const bool first = s_->table.count(name_, HoldKind::Mutex) == 0;
+        if (!s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_)) return false;
+        if (first) s_->poke();
+        return true;
     }
     void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
     bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
