@@ -240,7 +240,8 @@ TEST_F(Redlock, LosingAMajorityOfMastersReportsTheHoldLost) {
     ASSERT_TRUE(eventually([&] { return m->lost() && reason.load() != -1; }));
     EXPECT_EQ(reason.load(), static_cast<int>(LockLossReason::Unreachable));
     m->unlock();  // reports, never throws
-    auto other = open()->make_mutex("maj");
+    auto b = open();
+    auto other = b->make_mutex("maj");
     EXPECT_THROW(other->try_lock(), ConnectionError);
 }
 
