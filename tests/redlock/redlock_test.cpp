@@ -94,6 +94,7 @@ TEST_F(Redlock, UrlsAndOptionsAreCheckedWithTheirPartNamed) {
     EXPECT_FALSE(s->supports_read_write());
     EXPECT_THROW(s->make_read_write_lock("rw"), ConfigError);
     EXPECT_THROW(s->make_mutex(""), ConfigError);
+    EXPECT_THROW(s->make_mutex("short", lease(5ms)), ConfigError);
     EXPECT_EQ(open_lock_service(group().redlock_url())->backend(), "redlock");
 }
 

@@ -346,7 +346,8 @@ RedlockLockService::~RedlockLockService() { state_->stop(); }
 
 std::unique_ptr<DistributedMutex> RedlockLockService::make_mutex(std::string name, LockOptions options) {
     if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
-    if (options.lease.count() <= 0) throw ConfigError("lease", "a Redlock lease must be positive");
+    // Below this the drift allowance (lease/100 + 2 ms) and one round trip leave no validity.
+    if (options.lease < std::chrono::milliseconds(10)) throw ConfigError("lease", "a Redlock lease must be at least 10 ms");
     return std::make_unique<RedlockMutex>(state_, std::move(name), std::move(options));
 }
 
