@@ -11,6 +11,7 @@ namespace lockstep::bench {
 namespace row_order {
 constexpr int kCacheHit = 10;
 constexpr int kLockCycle = 20;
+constexpr int kRedlock = 25;
 constexpr int kHandover = 30;
 constexpr int kFairness = 35;
 constexpr int kWriter = 40;
@@ -26,6 +27,8 @@ void register_db_authority(Environment& env, Plan& plan);
 
 #if LOCKSTEP_BENCH_HAS_LOCKS
 void register_lock_cycle(Environment& env, Plan& plan);
+// Redlock over 5 independent masters vs the single-node cycle, and the sequential fan-out.
+void register_redlock(Environment& env, Plan& plan);
 void register_handover(Environment& env, Plan& plan);
 void register_oversell(Environment& env, Plan& plan);
 // 16 threads on one name: shares, barging, longest wait, hand-over percentiles (item 5).

@@ -86,7 +86,7 @@ void RedisConnection::before_send() {
 
 RedisReply RedisConnection::round_trip(detail::Argv& argv) {
     if (argv.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
-    if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
+    if (broken()) throw ConnectionError("redis: this connection is broken and must not be reused");
     const std::string name = argv.name();
     if (redisAppendCommandArgv(ctx_.get(), argv.size(), argv.ptrs(), argv.lens()) != REDIS_OK) {
         fail(("queueing " + name).c_str());
@@ -105,39 +105,52 @@ RedisReply RedisConnection::round_trip(detail::Argv& argv) {
 }
 
 std::vector<RedisReply> RedisConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
-    std::vector<RedisReply> replies;
-    if (commands.empty()) return replies;
+    if (commands.empty()) return {};
+    send(commands);
+    return receive();
+}
+
+void RedisConnection::send(const std::vector<std::vector<std::string>>& commands) {
     // Refuse a malformed batch before anything is sent, so it is all-or-nothing on our side.
+    if (commands.empty()) throw ConfigError("pipeline", "a pipeline needs at least one command");
     for (const auto& c : commands) {
         if (c.empty()) throw ConfigError("pipeline", "every pipelined command needs at least its name");
     }
-    if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
+    if (broken()) throw ConnectionError("redis: this connection is broken and must not be reused");
     for (const auto& c : commands) {
         detail::Argv argv(c);
         if (redisAppendCommandArgv(ctx_.get(), argv.size(), argv.ptrs(), argv.lens()) != REDIS_OK) {
             fail("queueing a pipeline");
         }
     }
-    const std::string count = std::to_string(commands.size());
+    // From here until receive() has read every reply the connection is out of step (broken()).
+    pending_ = commands.size();
     before_send();
     if (!detail::flush_output(ctx_.get())) {
-        fail(("sending a pipeline of " + count + " commands failed; some may have been applied").c_str());
+        fail(("sending a pipeline of " + std::to_string(pending_) + " commands failed; some may have been applied")
+                 .c_str());
     }
-    replies.reserve(commands.size());
-    for (std::size_t i = 0; i < commands.size(); ++i) {
+}
+
+std::vector<RedisReply> RedisConnection::receive() {
+    std::vector<RedisReply> replies;
+    const std::size_t count = pending_;
+    replies.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
         detail::ReplyPtr reply = detail::read_reply(ctx_.get());
         if (!reply) {
-            fail(("pipeline broke after " + std::to_string(i) + " of " + count +
+            fail(("pipeline broke after " + std::to_string(i) + " of " + std::to_string(count) +
                   " replies; the remaining commands may have been applied")
                      .c_str());
         }
         replies.push_back(detail::to_reply(*reply));
+        --pending_;
     }
     return replies;
 }
 
 bool RedisConnection::looks_alive() const {
-    if (broken_ || !ctx_ || ctx_->err != 0) return false;
+    if (broken() || !ctx_ || ctx_->err != 0) return false;
     // An idle connection has nothing to read. EOF means the server closed it (restart, timeout,
     // CLIENT KILL); bytes mean the stream is out of step. Either way it must not be lent.
     char byte;

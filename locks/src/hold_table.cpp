@@ -78,6 +78,7 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     hold->thread = this_thread_number();
     hold->owner = id_ + ":" + std::to_string(hold->thread);
     hold->lease = options.lease;
+    hold->renew = options.renew;
     hold->on_lost = options.on_lost;
     if (!backend.acquire(*hold, deadline)) return false;
     hold->count = 1;

@@ -45,6 +45,7 @@ struct Hold {
     FenceToken token = 0;  // 0 for read holds
     std::atomic<bool> lost{false};
     std::chrono::milliseconds lease{0};            // the lock's LockOptions::lease
+    bool renew = true;                             // the lock's LockOptions::renew
     std::function<void(const LockLoss&)> on_lost;  // the lock's callback
     std::shared_ptr<void> state;                   // the backend's (pinned session, node path)
 };

@@ -5,6 +5,7 @@
 #include "lockstep/locks/mysql_lock_service.h"
 #include "lockstep/locks/redis_fair_lock_service.h"
 #include "lockstep/locks/redis_lock_service.h"
+#include "lockstep/locks/redlock_lock_service.h"
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
 #include "lockstep/locks/zookeeper_lock_service.h"
 #endif
@@ -29,6 +30,9 @@ void register_builtin_lock_backends() {
         return std::make_unique<ZooKeeperLockService>(parse_zookeeper_url(url), std::move(o));
     });
 #endif
+    register_lock_backend("redlock", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
+        return std::make_unique<RedlockLockService>(parse_redlock_url(url), std::move(o));
+    });
     register_lock_backend("memory", [](std::string_view, LockServiceOptions o) -> std::unique_ptr<LockService> {
         return std::make_unique<InMemoryLockService>(std::move(o));
     });

@@ -7,6 +7,8 @@
 #include "lockstep/locks/in_memory_lock_service.h"
 #include "lockstep/locks/lock_keys.h"
 #include "lockstep/locks/mysql_lock_service.h"
+#include "lockstep/locks/redlock_lock_service.h"
+#include "lockstep/servers/local_redis_group.h"
 #include "lockstep/db/mysql_connection.h"
 #include "test_servers.h"
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
@@ -34,6 +36,12 @@ LocalZooKeeper& zookeeper() {
 }
 #endif
 
+// Five independent masters for the redlock backend, started on first use, stopped at exit.
+LocalRedisGroup& redlock_group() {
+    static LocalRedisGroup instance{LocalRedisGroupOptions{}};
+    return instance;
+}
+
 std::string backend_url(const std::string& backend) {
     // A child process gets its parent's URL (it must not start servers of its own).
     if (const char* url = std::getenv("LOCKSTEP_CT_URL"); url && *url) return url;
@@ -41,6 +49,7 @@ std::string backend_url(const std::string& backend) {
     if (backend == "redis") return servers().redis_url();
     if (backend == "mysql") return servers().mysql_url();
     if (backend == "redis-fair") return "redis-fair" + servers().redis_url().substr(5);
+    if (backend == "redlock") return redlock_group().redlock_url();
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
     // Short sessions, so a killed or stopped holder's nodes go within the test's bound.
     if (backend == "zookeeper") return zookeeper().url() + "?session_timeout_ms=1500";
@@ -53,7 +62,7 @@ BackendTraits backend_traits(const std::string& backend) {
     t.name = backend;
     if (backend == "memory") {
         t.cross_process = false;
-    } else if (backend == "redis" || backend == "redis-fair") {
+    } else if (backend == "redis" || backend == "redis-fair" || backend == "redlock") {
         t.short_lease.lease = 600ms;  // renewed every 200 ms while the holder runs
         t.kill_bound = 600ms;         // the lease
         t.stop_bound = 600ms;
@@ -85,6 +94,10 @@ void force_loss(const std::string& backend, LockService& holder, const std::stri
         RedisClient redis(servers().redis_options());
         LockKeys keys(prefix, name);
         redis.del({keys.stem() + ":fair", keys.rw_writer(), keys.rw_readers(), keys.rw_reader_expiry()});
+    } else if (backend == "redlock") {
+        // The way a Redlock hold is lost: its key gone from the masters (expired, restarted empty).
+        const std::string key = dynamic_cast<RedlockLockService&>(holder).lock_key(name);
+        for (std::size_t i = 0; i < redlock_group().size(); ++i) RedisClient(redlock_group().redis_options(i)).del({key});
     } else if (backend == "mysql") {
         // The way a MySQL hold is lost: its session ends (KILL, server restart, wait_timeout).
         MysqlConnection admin(servers().mysql_options());

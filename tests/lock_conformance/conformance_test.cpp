@@ -40,6 +40,7 @@ struct Redis { static constexpr const char* name = "redis"; };
 struct RedisFair { static constexpr const char* name = "redis-fair"; };
 struct Mysql { static constexpr const char* name = "mysql"; };
 struct ZooKeeper { static constexpr const char* name = "zookeeper"; };
+struct Redlock { static constexpr const char* name = "redlock"; };
 
 template <class B>
 class LockConformance : public ::testing::Test {
@@ -74,7 +75,7 @@ struct BackendName {
     }
 };
 
-using Backends = ::testing::Types<Memory, Redis, RedisFair, Mysql, ZooKeeper>;
+using Backends = ::testing::Types<Memory, Redis, RedisFair, Mysql, ZooKeeper, Redlock>;
 TYPED_TEST_SUITE(LockConformance, Backends, BackendName);
 
 TYPED_TEST(LockConformance, ReentryKeepsTheHoldAndItsToken) {

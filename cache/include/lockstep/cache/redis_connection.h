@@ -9,6 +9,7 @@
 // Thread safety: none; one thread at a time (the pool guarantees it).
 #pragma once
 
+#include <cstddef>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -41,9 +42,15 @@ public:
     RedisReply command(std::initializer_list<std::string_view> args);
     // Writes all commands, then reads all replies: one round trip. Error replies are returned.
     std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
+    // pipeline() in two halves, so that one thread keeps requests in flight on several servers
+    // at once (Redlock's parallel fan-out): send() writes the commands and returns without
+    // reading, receive() reads their replies. Between the two the connection counts as
+    // broken(): a guard dropped before receive() discards it instead of lending it out of step.
+    void send(const std::vector<std::vector<std::string>>& commands);
+    std::vector<RedisReply> receive();
 
     // True once an I/O error happened; the pool discards it.
-    bool broken() const noexcept { return broken_; }
+    bool broken() const noexcept { return broken_ || pending_ > 0; }
     // Cheap liveness check without a round trip: false if the peer has closed the socket
     // (e.g. the server restarted while this connection sat idle in the pool).
     bool looks_alive() const;
@@ -62,6 +69,7 @@ private:
     std::unique_ptr<redisContext, ContextDeleter> ctx_;
     RedisOptions options_;
     bool broken_ = false;
+    std::size_t pending_ = 0;  // replies sent for and not yet read (send / receive)
 };
 
 }  // namespace lockstep

@@ -13,6 +13,7 @@
 //   mysql       MysqlLockService (locks/mysql/): GET_LOCK on a pinned session; mutex only
 //   zookeeper   ZooKeeperLockService (locks/zookeeper/): ephemeral sequential nodes
 //   memory      InMemoryLockService (locks/memory/): one process, for fast unit tests
+//   redlock     RedlockLockService (locks/redlock/): a quorum of N independent Redis masters
 //
 // Thread safety: every member may be called from any thread. REQUIRES: the service outlives
 // every lock it made.
@@ -56,7 +57,8 @@ struct LockServiceOptions {
 
 // Opens a service by URL, choosing the backend by scheme: redis://, redis-fair:// (the same
 // URL syntax as redis://), mysql://, zookeeper://host:port[,host:port...][?session_timeout_ms=N],
-// memory:. ConfigError for an unknown scheme (the message lists the registered ones) or a bad URL.
+// memory:, redlock://host:port,host:port,... (redlock_lock_service.h). ConfigError for an
+// unknown scheme (the message lists the registered ones) or a bad URL.
 std::unique_ptr<LockService> open_lock_service(std::string_view url, LockServiceOptions options = {});
 
 // The schemes open_lock_service accepts, in registration order.

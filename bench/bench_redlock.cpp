@@ -1,0 +1,79 @@
+// Redlock lock cycle: lock + unlock of a RedlockLockService mutex over 5 independent masters
+// (LocalRedisGroup, started here) against the single-node lock cycle (RedisMutex on the run's
+// redis-server), timed call by call in one loop (paired.h). A third operation runs the same
+// Redlock scripts with the masters asked one after another (fanout=sequential, the sequential
+// fan-out other clients use): the second baseline, which shows what the parallel send buys.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "families.h"
+#include "lockstep/locks/redis_mutex.h"
+#include "lockstep/locks/redlock_lock_service.h"
+#include "lockstep/servers/local_redis_group.h"
+#include "paired.h"
+
+namespace lockstep::bench {
+
+namespace {
+constexpr const char* kRedlockBench = "redlock_cycle/paired";
+}  // namespace
+
+void register_redlock(Environment& env, Plan& plan) {
+    const Budget& b = env.budget();
+    // Five loopback masters on this machine: the fan-out's cost, not a network's.
+    auto group = std::make_shared<LocalRedisGroup>(LocalRedisGroupOptions{});
+    LockServiceOptions so;
+    so.prefix = env.prefix();
+    auto parallel = std::make_shared<RedlockLockService>(parse_redlock_url(group->redlock_url()), so);
+    auto sequential =
+        std::make_shared<RedlockLockService>(parse_redlock_url(group->redlock_url() + "?fanout=sequential"), so);
+    auto single = std::make_shared<RedisMutex>(env.locks(), "bench-redlock-single");
+
+    benchmark::RegisterBenchmark(kRedlockBench,
+                                 [=](benchmark::State& state) {
+                                     auto ours = parallel->make_mutex("bench-redlock");
+                                     auto seq = sequential->make_mutex("bench-redlock-seq");
+                                     const std::vector<TimedOp> ops = {
+                                         {"ours",
+                                          [&] {
+                                              ours->lock();
+                                              ours->unlock();
+                                          }},
+                                         {"single",
+                                          [&] {
+                                              single->lock();
+                                              single->unlock();
+                                          }},
+                                         {"sequential",
+                                          [&] {
+                                              seq->lock();
+                                              seq->unlock();
+                                          }},
+                                     };
+                                     try {
+                                         run_paired(state, ops);
+                                     } catch (const std::exception& e) {
+                                         state.SkipWithError(e.what());
+                                     }
+                                     (void)group;  // the masters live as long as the benchmark
+                                 })
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(b.latency_min_time)
+        ->Repetitions(b.latency_repetitions);
+
+    plan.add(row_order::kRedlock, "Redlock lock cycle, 5 masters", "≤ 1.3×", {kRedlockBench}, [](const Results& r) {
+        const MedianRepetition m(r, kRedlockBench, "ours", "single");
+        TableRow row = paired_latency_row(m, "ours", "single", 1.3, "Redlock lock+unlock (parallel, 5 masters)",
+                                          "RedisMutex lock+unlock (1 node)");
+        const double ours = m.seconds("ours");
+        const double seq = m.seconds("sequential");
+        row.notes = "second baseline: the same Redlock scripts to the 5 masters one after another " + micros(seq) +
+                    " (parallel is " + fixed(seq / ours, 2) +
+                    "× faster); a Redlock cycle is 2 rounds (acquire, release), each as slow as its slowest master";
+        row.data["sequential_seconds"] = seq;
+        return row;
+    });
+}
+
+}  // namespace lockstep::bench

@@ -1,0 +1,418 @@
+// RedlockLockService: the hold flow of hold_table.h over a quorum of independent masters
+// (redlock_masters.h), one acquisition = one parallel round of acquire_script (+ one commit
+// round only when the masters' counters disagree), and a watchdog thread that renews every hold
+// on every master. docs/locks.md "Redlock" has the argument for each step.
+#include "lockstep/locks/redlock_lock_service.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "hold_table.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/logging.h"
+#include "lockstep/core/uri.h"
+#include "lockstep/locks/lock_keys.h"
+#include "redlock_masters.h"
+#include "redlock_scripts.h"
+
+namespace lockstep {
+
+using locks_detail::Hold;
+using locks_detail::HoldKind;
+using locks_detail::SteadyClock;
+using locks_detail::SteadyTime;
+using redlock_detail::MasterReply;
+
+namespace {
+
+// What a Redlock hold keeps beyond Hold. `owner` is immutable; the times are the watchdog's.
+struct RedlockHold {
+    std::string owner;       // unique per acquisition: a lapsed holder's scripts never match a later one
+    SteadyTime valid_until;  // start of the last successful round + lease − drift
+    SteadyTime next_renew;
+    std::atomic<bool> released{false};  // unlock started: the watchdog must not call it lost
+};
+
+std::vector<RedisOptions> master_options(const RedlockOptions& o) {
+    std::vector<RedisOptions> out;
+    for (const auto& e : o.masters) {
+        RedisOptions m = o.node;
+        m.topology = RedisTopology::Standalone;
+        m.nodes.clear();
+        m.host = e.host;
+        m.port = e.port;
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
+// The vote of one master's acquire reply: {1, counter} or {0, counter}.
+std::optional<FenceToken> vote_of(const MasterReply& r) {
+    if (!r.reply || r.reply->type() != RedisReply::Type::Array || r.reply->elements().size() != 2) return std::nullopt;
+    if (r.reply->elements()[0].integer() != 1) return std::nullopt;
+    return r.reply->elements()[1].integer();
+}
+
+bool said_yes(const MasterReply& r) {
+    return r.reply && r.reply->type() == RedisReply::Type::Integer && r.reply->integer() == 1;
+}
+
+std::string first_error(const std::vector<MasterReply>& replies) {
+    for (const auto& r : replies) {
+        if (!r.reply) return r.error;
+    }
+    return "";
+}
+
+}  // namespace
+
+struct RedlockLockService::State : locks_detail::HoldBackend {
+    State(RedlockOptions o, LockServiceOptions so)
+        : options(std::move(o)),
+          prefix(std::move(so.prefix)),
+          masters(master_options(options), options.parallel),
+          quorum((options.masters.size() + static_cast<std::size_t>(options.tolerated_restarts)) / 2 + 1),
+          table(locks_detail::random_hex_id(), std::move(so.on_lost)) {}
+
+    RedlockOptions options;
+    std::string prefix;
+    redlock_detail::RedlockMasters masters;
+    std::size_t quorum;
+    locks_detail::HoldTable table;
+    std::atomic<std::uint64_t> acquisitions{0};
+
+    std::mutex mu;  // the watchdog's sleep
+    std::condition_variable wake;
+    bool stopping = false;
+    std::uint64_t pokes = 0;  // new holds registered: the watchdog plans again
+    std::thread watchdog;
+
+    // After a hold is registered in the table (not before: the watchdog must see it when it
+    // plans its next renewal, or it could sleep past the new hold's lease).
+    void poke() {
+        {
+            std::lock_guard g(mu);
+            ++pokes;
+        }
+        wake.notify_one();
+    }
+
+    std::chrono::milliseconds drift(std::chrono::milliseconds lease) const {
+        return std::chrono::milliseconds(static_cast<long long>(lease.count() * options.clock_drift_factor) + 2);
+    }
+    std::vector<std::string> keys(const std::string& name) const {
+        LockKeys k(prefix, name);
+        return {k.mutex(), k.fence()};
+    }
+
+    // ---- acquisition ----
+
+    bool acquire(Hold& h, SteadyTime deadline) override {
+        thread_local std::mt19937 rng{std::random_device{}()};
+        for (;;) {
+            if (attempt(h)) return true;
+            const auto now = SteadyClock::now();
+            if (now >= deadline) return false;
+            // Contended: retry after a random pause, so that waiters spread out instead of
+            // hitting every master together at each release (L9).
+            std::uniform_int_distribution<long long> pause(options.retry_min.count(), options.retry_max.count());
+            const auto wake_at = std::min(deadline, now + std::chrono::milliseconds(pause(rng)));
+            std::this_thread::sleep_until(wake_at);
+        }
+    }
+
+    // One round: votes from a quorum within the validity, the token fixed on a quorum.
+    bool attempt(Hold& h) {
+        auto st = std::make_shared<RedlockHold>();
+        st->owner = h.owner + ":" + std::to_string(acquisitions.fetch_add(1));
+        const auto k = keys(h.name);
+        const auto start = SteadyClock::now();
+        const auto replies = masters.eval(redlock_detail::acquire_script(), k, {st->owner, std::to_string(h.lease.count())});
+
+        std::vector<bool> won(replies.size(), false);
+        std::size_t answered = 0, votes = 0;
+        FenceToken token = 0;
+        for (std::size_t i = 0; i < replies.size(); ++i) {
+            answered += replies[i].reply ? 1 : 0;
+            if (auto v = vote_of(replies[i])) {
+                won[i] = true;
+                ++votes;
+                token = std::max(token, *v);
+            }
+        }
+        if (answered < quorum) {
+            release_on(won, k, st->owner);
+            throw ConnectionError("redlock '" + h.name + "': " + std::to_string(answered) + " of " +
+                                  std::to_string(replies.size()) + " masters answered, " + std::to_string(quorum) +
+                                  " needed (" + first_error(replies) + ")");
+        }
+        if (votes < quorum) {
+            release_on(won, k, st->owner);
+            return false;
+        }
+        // The token is the highest counter among the masters that voted. Those behind it (a
+        // master restarted empty, or one that missed earlier holds) are raised to it while we
+        // still hold their key; the token stands once a quorum has it (docs/locks.md).
+        std::size_t fixed = 0;
+        std::vector<bool> behind(replies.size(), false);
+        bool any_behind = false;
+        for (std::size_t i = 0; i < replies.size(); ++i) {
+            if (!won[i]) continue;
+            if (*vote_of(replies[i]) == token) {
+                ++fixed;
+            } else {
+                behind[i] = any_behind = true;
+            }
+        }
+        if (any_behind && fixed < quorum) {
+            for (const auto& r : masters.eval(redlock_detail::commit_script(), k, {st->owner, std::to_string(token)}, behind)) {
+                fixed += said_yes(r) ? 1 : 0;
+            }
+        }
+        const auto valid_until = start + h.lease - drift(h.lease);
+        if (fixed < quorum || SteadyClock::now() >= valid_until) {
+            release_on(won, k, st->owner);
+            return false;
+        }
+        st->valid_until = valid_until;
+        st->next_renew = start + h.lease / 3;
+        h.token = token;
+        h.key = k[0];
+        h.state = st;
+        return true;
+    }
+
+    // Best effort: a master that does not answer lets the key expire on its own.
+    std::size_t release_on(const std::vector<bool>& which, const std::vector<std::string>& k, const std::string& owner) {
+        if (std::none_of(which.begin(), which.end(), [](bool b) { return b; })) return 0;
+        std::size_t n = 0;
+        for (const auto& r : masters.eval(redlock_detail::release_script(), {k[0]}, {owner}, which)) n += said_yes(r) ? 1 : 0;
+        return n;
+    }
+
+    // ---- release ----
+
+    bool release(Hold& h) override {
+        auto st = std::static_pointer_cast<RedlockHold>(h.state);
+        st->released = true;
+        const std::size_t released = release_on(std::vector<bool>(masters.size(), true), keys(h.name), st->owner);
+        // Fewer than a quorum still had our key: another client may have held it meanwhile.
+        return released >= quorum;
+    }
+
+    void abandon(Hold& h) noexcept override {
+        try {
+            auto st = std::static_pointer_cast<RedlockHold>(h.state);
+            if (!st) return;
+            st->released = true;
+            release_on(std::vector<bool>(masters.size(), true), keys(h.name), st->owner);
+        } catch (...) {
+            // the keys expire on their own
+        }
+    }
+
+    // ---- watchdog ----
+
+    void renew(const std::shared_ptr<Hold>& h, RedlockHold& st, SteadyTime now) {
+        if (!h->renew) {
+            if (now >= st.valid_until) table.report_lost(h, LockLossReason::LeaseEnded, "fixed lease (renew = false) ended");
+            return;
+        }
+        const auto start = SteadyClock::now();
+        const auto replies = masters.eval(redlock_detail::renew_script(), {keys(h->name)[0]},
+                                          {st.owner, std::to_string(h->lease.count())});
+        std::size_t yes = 0, refused = 0;
+        for (const auto& r : replies) {
+            yes += said_yes(r) ? 1 : 0;
+            refused += (r.reply && !said_yes(r)) ? 1 : 0;
+        }
+        if (st.released) return;
+        if (yes >= quorum && SteadyClock::now() < start + h->lease - drift(h->lease)) {
+            st.valid_until = start + h->lease - drift(h->lease);
+            st.next_renew = start + h->lease / 3;
+            return;
+        }
+        // Masters that refused have lost our key for good (expired, restarted empty): with more
+        // than N − quorum of them the hold can never have a quorum again (L5, L8).
+        if (refused > masters.size() - quorum) {
+            table.report_lost(h, LockLossReason::Expired,
+                              std::to_string(refused) + " of " + std::to_string(masters.size()) + " masters no longer hold it");
+        } else if (SteadyClock::now() >= st.valid_until) {
+            table.report_lost(h, LockLossReason::Unreachable,
+                              "only " + std::to_string(yes) + " masters renewed it within its validity (" +
+                                  std::to_string(quorum) + " needed)");
+        } else {
+            st.next_renew = SteadyClock::now() + std::max(std::chrono::milliseconds(1), h->lease / 20);  // retry soon
+        }
+    }
+
+    void run_watchdog() {
+        std::unique_lock g(mu);
+        while (!stopping) {
+            const std::uint64_t seen = pokes;
+            SteadyTime next = SteadyClock::now() + std::chrono::seconds(1);
+            g.unlock();
+            for (const auto& h : table.all()) {
+                auto st = std::static_pointer_cast<RedlockHold>(h->state);
+                if (!st || h->lost.load() || st->released) continue;
+                const auto now = SteadyClock::now();
+                const auto due = h->renew ? st->next_renew : st->valid_until;
+                if (now >= due) {
+                    try {
+                        renew(h, *st, now);
+                    } catch (const std::exception& e) {
+                        logger()->warn("redlock '{}': renewal failed: {}", h->name, e.what());
+                    }
+                }
+                next = std::min(next, h->renew ? st->next_renew : st->valid_until);
+            }
+            g.lock();
+            wake.wait_until(g, next, [&] { return stopping || pokes != seen; });
+        }
+    }
+
+    void stop() {
+        {
+            std::lock_guard g(mu);
+            stopping = true;
+        }
+        wake.notify_all();
+        if (watchdog.joinable()) watchdog.join();
+        // Holds still registered (a thread holding while the service goes): released now.
+        for (const auto& h : table.all()) {
+            if (h->lost.load()) continue;
+            abandon(*h);
+            table.report_lost(h, LockLossReason::ClientClosed, "the Redlock service was destroyed");
+        }
+    }
+};
+
+namespace {
+
+using StatePtr = std::shared_ptr<RedlockLockService::State>;
+
+class RedlockMutex final : public DistributedMutex {
+public:
+    RedlockMutex(StatePtr s, std::string name, LockOptions o) : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
+    void lock() override {
+        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
+        if (!try_lock_until_steady(deadline)) throw TimeoutError("lock '" + name_ + "': not acquired within max_wait");
+    }
+    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
+    bool try_lock_until_steady(SteadyTime deadline) override {
+        const bool first = s_->table.count(name_, HoldKind::Mutex) == 0;
+        if (!s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_)) return false;
+        if (first) s_->poke();
+        return true;
+    }
+    void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
+    bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
+    int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
+    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
+    const std::string& name() const noexcept override { return name_; }
+
+private:
+    StatePtr s_;
+    std::string name_;
+    LockOptions o_;
+};
+
+}  // namespace
+
+RedlockLockService::RedlockLockService(RedlockOptions redlock, LockServiceOptions options) {
+    if (redlock.masters.empty()) throw ConfigError("masters", "Redlock needs at least one master");
+    if (redlock.tolerated_restarts < 0) throw ConfigError("restarts", "must not be negative");
+    const std::size_t n = redlock.masters.size();
+    const std::size_t q = (n + static_cast<std::size_t>(redlock.tolerated_restarts)) / 2 + 1;
+    if (q > n) {
+        throw ConfigError("restarts", "tolerating " + std::to_string(redlock.tolerated_restarts) + " restarts needs a quorum of " +
+                                          std::to_string(q) + ", more than the " + std::to_string(n) + " masters");
+    }
+    if (redlock.retry_min.count() < 0 || redlock.retry_max < redlock.retry_min) {
+        throw ConfigError("retry_max", "the retry pause needs 0 <= retry_min <= retry_max");
+    }
+    if (!(redlock.clock_drift_factor >= 0 && redlock.clock_drift_factor < 0.5)) {
+        throw ConfigError("drift", "the clock drift factor must be in [0, 0.5)");
+    }
+    if (redlock.node.pool_size < 16) redlock.node.pool_size = 16;  // the watchdog and every waiter share it
+    state_ = std::make_shared<State>(std::move(redlock), std::move(options));
+    state_->watchdog = std::thread([s = state_.get()] { s->run_watchdog(); });
+}
+
+RedlockLockService::~RedlockLockService() { state_->stop(); }
+
+std::unique_ptr<DistributedMutex> RedlockLockService::make_mutex(std::string name, LockOptions options) {
+    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+    // Below this the drift allowance (lease/100 + 2 ms) and one round trip leave no validity.
+    if (options.lease < std::chrono::milliseconds(10)) throw ConfigError("lease", "a Redlock lease must be at least 10 ms");
+    return std::make_unique<RedlockMutex>(state_, std::move(name), std::move(options));
+}
+
+std::unique_ptr<DistributedReadWriteLock> RedlockLockService::make_read_write_lock(std::string, LockOptions) {
+    throw ConfigError("backend", "redlock has no read-write lock (supports_read_write() is false); use a mutex");
+}
+
+std::size_t RedlockLockService::masters() const noexcept { return state_->masters.size(); }
+std::size_t RedlockLockService::quorum() const noexcept { return state_->quorum; }
+std::string RedlockLockService::lock_key(const std::string& name) const { return LockKeys(state_->prefix, name).mutex(); }
+std::string RedlockLockService::fence_key(const std::string& name) const { return LockKeys(state_->prefix, name).fence(); }
+
+// ---- URL ----
+
+RedlockOptions parse_redlock_url(std::string_view url) {
+    constexpr std::string_view scheme = "redlock://";
+    if (url.substr(0, scheme.size()) != scheme) {
+        throw ConfigError("scheme", "expected 'redlock://host:port,host:port,...', got '" + std::string(url) + "'");
+    }
+    RedlockOptions o;
+    std::string rest(url.substr(scheme.size()));
+    std::string kept;  // the redis:// params, handed to parse_redis_url
+    if (const auto q = rest.find('?'); q != std::string::npos) {
+        std::string query = rest.substr(q + 1);
+        rest.resize(q);
+        std::size_t pos = 0;
+        while (pos <= query.size()) {
+            const auto amp = std::min(query.find('&', pos), query.size());
+            const std::string pair = query.substr(pos, amp - pos);
+            pos = amp + 1;
+            if (pair.empty()) continue;
+            const auto eq = pair.find('=');
+            const std::string key = pair.substr(0, eq);
+            const std::string value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+            const std::string part = "query parameter '" + key + "'";
+            try {
+                if (key == "restarts") {
+                    std::size_t used = 0;
+                    o.tolerated_restarts = std::stoi(value, &used);
+                    if (used != value.size() || o.tolerated_restarts < 0) throw std::invalid_argument(value);
+                } else if (key == "drift") {
+                    std::size_t used = 0;
+                    o.clock_drift_factor = std::stod(value, &used);
+                    if (used != value.size()) throw std::invalid_argument(value);
+                } else if (key == "fanout") {
+                    if (value != "parallel" && value != "sequential") throw std::invalid_argument(value);
+                    o.parallel = value == "parallel";
+                } else {
+                    kept += (kept.empty() ? "?" : "&") + pair;
+                }
+            } catch (const std::logic_error&) {
+                throw ConfigError(part, "bad value '" + value + "'");
+            }
+        }
+    }
+    if (rest.empty()) throw ConfigError("host", "redlock:// needs at least one host:port");
+    // The host list, auth and redis params have the syntax of a cluster URL's seed list.
+    RedisOptions node = parse_redis_url("redis+cluster://" + rest + kept);
+    for (const auto& e : node.nodes) o.masters.push_back(e);
+    if (kept.find("connect_timeout") == std::string::npos) node.connect_timeout = std::chrono::milliseconds(250);
+    if (kept.find("socket_timeout") == std::string::npos) node.socket_timeout = std::chrono::milliseconds(250);
+    node.topology = RedisTopology::Standalone;
+    node.nodes.clear();
+    o.node = std::move(node);
+    return o;
+}
+
+}  // namespace lockstep
