@@ -5,6 +5,8 @@
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -275,14 +277,28 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
 
     // Creates this attempt's node; after a connection loss, adopts the node a lost reply may
     // have created (found by the attempt's guid) instead of creating a second one.
+    //
+    // The first attempt pipelines the create with the listing of `dir` (one round trip for both:
+    // the server answers one session's requests in order, so the listing already has our node)
+    // and puts the listing in `*listing`; Curator sends them one after the other, which made the
+    // uncontended cycle 3 round trips against the raw floor's 2.
     std::pair<std::string, std::int64_t> create_node(zhandle_t* h, const std::string& dir, const std::string& node_prefix,
-                                                     SteadyTime deadline) {
+                                                     std::optional<std::vector<std::string>>* listing) {
         for (int attempt = 0;; ++attempt) {
             char buf[1024];
             Stat st{};
             const std::string path = dir + "/" + node_prefix;
-            const int rc = zoo_create2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, buf,
-                                       sizeof buf, &st);
+            int rc = 0;
+            if (attempt == 0 && listing) {
+                Pipelined p;
+                rc = create_and_list(h, path, dir, p);
+                std::snprintf(buf, sizeof buf, "%s", p.created.c_str());
+                st = p.st;
+                if (rc == ZOK && p.list_rc == ZOK) *listing = std::move(p.children);
+            } else {
+                rc = zoo_create2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, buf, sizeof buf,
+                                 &st);
+            }
             if (rc == ZOK) {
                 const std::string full = buf;
                 return {full.substr(full.rfind('/') + 1), st.czxid};
@@ -319,7 +335,55 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             }
             fail(rc, "create " + path);
         }
-        (void)deadline;
+    }
+
+    // The two replies of a pipelined create + get_children, filled on the client's completion
+    // thread.
+    struct Pipelined {
+        std::mutex m;
+        std::condition_variable cv;
+        int pending = 2;
+        int create_rc = ZSYSTEMERROR;
+        std::string created;
+        Stat st{};
+        int list_rc = ZSYSTEMERROR;
+        std::vector<std::string> children;
+        void done() {
+            std::lock_guard g(m);
+            if (--pending == 0) cv.notify_all();
+        }
+    };
+
+    // Returns the create's result code; p.list_rc and p.children the listing's.
+    static int create_and_list(zhandle_t* h, const std::string& path, const std::string& dir, Pipelined& p) {
+        auto on_created = [](int rc, const char* value, const Stat* stat, const void* data) {
+            auto* q = static_cast<Pipelined*>(const_cast<void*>(data));
+            q->create_rc = rc;
+            if (rc == ZOK && value) q->created = value;
+            if (rc == ZOK && stat) q->st = *stat;
+            q->done();
+        };
+        auto on_listed = [](int rc, const String_vector* v, const void* data) {
+            auto* q = static_cast<Pipelined*>(const_cast<void*>(data));
+            q->list_rc = rc;
+            if (rc == ZOK && v) q->children.assign(v->data, v->data + v->count);
+            q->done();
+        };
+        int rc = zoo_acreate2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, on_created, &p);
+        if (rc != ZOK) {
+            p.create_rc = rc;
+            p.done();
+        }
+        rc = zoo_aget_children(h, dir.c_str(), 0, on_listed, &p);
+        if (rc != ZOK) {
+            p.list_rc = rc;
+            p.done();
+        }
+        // Both completions always come (with an error code on connection loss or close), so p
+        // outlives every callback that uses it.
+        std::unique_lock g(p.m);
+        p.cv.wait(g, [&] { return p.pending == 0; });
+        return p.create_rc;
     }
 
     std::string dir_of(const Hold& h) const {
@@ -348,14 +412,22 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         const auto gen = session_handle.second;
         const std::string dir = dir_of(hold);
         const std::string node_prefix = "_c_" + locks_detail::random_hex_id() + "-" + tag_of(hold.kind) + "-";
-        const auto created = create_node(h, dir, node_prefix, deadline);
+        std::optional<std::vector<std::string>> listing;
+        const auto created = create_node(h, dir, node_prefix, &listing);
         const std::string mine = created.first;
         const auto czxid = created.second;
         const std::string my_path = dir + "/" + mine;
         try {
             for (;;) {
                 std::vector<Child> queue;
-                for (const auto& c : children(h, dir)) {
+                std::vector<std::string> names;
+                if (listing) {
+                    names = std::move(*listing);  // the create's pipelined listing, first time only
+                    listing.reset();
+                } else {
+                    names = children(h, dir);
+                }
+                for (const auto& c : names) {
                     if (auto p = parse_child(c)) queue.push_back(*p);
                 }
                 std::sort(queue.begin(), queue.end(), [](const Child& a, const Child& b) { return a.seq < b.seq; });
