@@ -61,7 +61,7 @@ LocalZooKeeper& zookeeper() {
 void register_contended(Environment& env, Plan& plan, const std::string& backend,
                         std::shared_ptr<LockService> service, int order) {
     const Budget& b = env.budget();
-    const std::string name = env.prefix() + "contended-" + backend;
+    const std::string name = "contended-" + backend;  // the service adds the run's prefix
     for (int threads : {1, kContenders}) {
         benchmark::RegisterBenchmark(contended_name(backend, threads).c_str(),
                                      [service, name](benchmark::State& state) {

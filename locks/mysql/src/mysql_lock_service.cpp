@@ -97,10 +97,10 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         return full.substr(0, kMaxLockName - 33) + "#" + hash;
     }
 
-    std::shared_ptr<Session> take_session() {
+    std::shared_ptr<Session> take_session(bool fresh = false) {
         {
             std::lock_guard g(mu);
-            if (!idle.empty()) {
+            if (!fresh && !idle.empty()) {
                 auto s = std::move(idle.back());
                 idle.pop_back();
                 return s;
@@ -135,7 +135,16 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     }
 
     bool acquire(Hold& h, SteadyTime deadline) override {
-        auto session = take_session();
+        try {
+            return acquire_on(take_session(), h, deadline);
+        } catch (const ConnectionError&) {
+            // An idle session the server closed meanwhile (wait_timeout, a restart, KILL): its
+            // first statement fails (2006) before anything was held. Once more on a new one.
+            return acquire_on(take_session(true), h, deadline);
+        }
+    }
+
+    bool acquire_on(std::shared_ptr<Session> session, Hold& h, SteadyTime deadline) {
         const std::string name = server_name(h.name);
         try {
             std::lock_guard g(session->mu);
