@@ -21,6 +21,7 @@ constexpr int kStampede = 70;
 constexpr int kMixed = 80;
 constexpr int kMemory = 90;  // 90..94: one row per layout
 constexpr int kCodec = 100;
+constexpr int kLockBackends = 110;  // 110..118: MySQL and ZooKeeper cycles, contended per backend
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);
@@ -35,6 +36,8 @@ void register_oversell(Environment& env, Plan& plan);
 void register_fairness(Environment& env, Plan& plan);
 // The second process of the contended hand-over: `lockstep-bench --handover-worker ...`.
 int handover_worker_main(int argc, char** argv);
+// MySQL's and ZooKeeper's lock cycle against their raw floors; 16-way contention per backend.
+void register_lock_backends(Environment& env, Plan& plan);
 #endif
 
 #if LOCKSTEP_BENCH_HAS_STRATEGIES

@@ -5,6 +5,8 @@
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -91,7 +93,17 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     bool expired = false;                 // zh's session expired: replace it before use
     bool expiry_reported = false;         // and its holds were reported lost
     SteadyTime disconnected_since{};      // set while not connected
-    std::map<std::string, int> fired;     // watched path -> watch events seen (waiters compare)
+    // Watched path -> {watch events seen, waiters watching it}. Several waiters of this service
+    // may watch one node (readers behind one writer): the client registers one watch and delivers
+    // one event, so the entry lives until its last waiter leaves (erasing it when the first one
+    // woke made the others miss their wake-up: the 30 s TimeoutError of the repository test).
+    struct Watch {
+        int fired = 0;
+        int waiters = 0;
+    };
+    std::map<std::string, Watch> watches;
+    std::uint64_t state_changes = 0;      // session events seen: a waiter re-checks on each
+    std::mutex replace_mu;                // one thread at a time replaces an expired session
     ZooKeeperLockStats stats;
     bool stopping = false;
     std::thread watchdog;
@@ -108,6 +120,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             if (h != zh) return;  // an old handle's last words
             if (type == ZOO_SESSION_EVENT) {
                 zstate = state;
+                ++state_changes;
                 if (state == ZOO_CONNECTED_STATE) {
                     disconnected_since = {};
                 } else if (state == ZOO_EXPIRED_SESSION_STATE) {
@@ -117,7 +130,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                     disconnected_since = SteadyClock::now();
                 }
             } else if (!path.empty()) {
-                ++fired[path];
+                if (auto it = watches.find(path); it != watches.end()) ++it->second.fired;
                 ++stats.watches_fired;
             }
         }
@@ -178,12 +191,19 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    // The current handle, replacing an expired session first.
+    // The current handle, replacing an expired session first. Only one thread replaces it: two
+    // threads that both saw the expiry used to open a session each, and the one not kept in `zh`
+    // was never closed: its ephemeral nodes (a waiter's queue entry) blocked the lock forever.
     std::pair<zhandle_t*, std::uint64_t> handle() {
-        zhandle_t* old = nullptr;
         {
             std::lock_guard g(mu);
             if (!expired && zh) return {zh, session};
+        }
+        std::lock_guard replacing(replace_mu);
+        zhandle_t* old = nullptr;
+        {
+            std::lock_guard g(mu);
+            if (!expired && zh) return {zh, session};  // another thread replaced it meanwhile
             old = zh;
             zh = nullptr;
         }
@@ -210,14 +230,46 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         if (rc != ZOK && rc != ZNODEEXISTS) fail(rc, "create " + path);
     }
 
+    static bool connection_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+
+    // Runs one idempotent call of session `h`; a connection loss (the client gave up on a reply,
+    // e.g. a loaded machine missing 2/3 of the receive timeout) waits for the reconnect within the
+    // session and repeats it, as Curator's RetryLoop does. SessionEnded when the session ended.
+    template <class Call>
+    int call(zhandle_t* h, Call&& c) {
+        for (int attempt = 0;; ++attempt) {
+            const int rc = c();
+            if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
+                session_ended(h);
+                throw SessionEnded{};
+            }
+            if (!connection_lost(rc) || attempt >= 10) return rc;
+            {
+                std::lock_guard g(mu);
+                ++stats.connection_retries;
+            }
+            if (!wait_connected(SteadyTime::max())) {
+                std::lock_guard g(mu);
+                if (expired || h != zh) throw SessionEnded{};
+                return rc;
+            }
+        }
+    }
+
+    // Deletes a node of session `h` (our queue entry given up): a node left behind in a live
+    // session would block the lock until that session ends, so a connection loss is retried.
+    // ZNONODE is success (a repeated delete). Never throws.
+    void delete_node(zhandle_t* h, const std::string& path) noexcept {
+        try {
+            call(h, [&] { return zoo_delete(h, path.c_str(), -1); });
+        } catch (...) {  // SessionEnded: the node went with the session
+        }
+    }
+
     std::vector<std::string> children(zhandle_t* h, const std::string& dir) {
         String_vector v{};
-        const int rc = zoo_get_children(h, dir.c_str(), 0, &v);
+        const int rc = call(h, [&] { return zoo_get_children(h, dir.c_str(), 0, &v); });
         if (rc == ZNONODE) return {};
-        if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
-            session_ended(h);
-            throw SessionEnded{};
-        }
         if (rc != ZOK) fail(rc, "get_children " + dir);
         std::vector<std::string> out(v.data, v.data + v.count);
         deallocate_String_vector(&v);
@@ -226,14 +278,28 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
 
     // Creates this attempt's node; after a connection loss, adopts the node a lost reply may
     // have created (found by the attempt's guid) instead of creating a second one.
+    //
+    // The first attempt pipelines the create with the listing of `dir` (one round trip for both:
+    // the server answers one session's requests in order, so the listing already has our node)
+    // and puts the listing in `*listing`; Curator sends them one after the other, which made the
+    // uncontended cycle 3 round trips against the raw floor's 2.
     std::pair<std::string, std::int64_t> create_node(zhandle_t* h, const std::string& dir, const std::string& node_prefix,
-                                                     SteadyTime deadline) {
+                                                     std::optional<std::vector<std::string>>* listing) {
         for (int attempt = 0;; ++attempt) {
             char buf[1024];
             Stat st{};
             const std::string path = dir + "/" + node_prefix;
-            const int rc = zoo_create2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, buf,
-                                       sizeof buf, &st);
+            int rc = 0;
+            if (attempt == 0 && listing) {
+                Pipelined p;
+                rc = create_and_list(h, path, dir, p);
+                std::snprintf(buf, sizeof buf, "%s", p.created.c_str());
+                st = p.st;
+                if (rc == ZOK && p.list_rc == ZOK) *listing = std::move(p.children);
+            } else {
+                rc = zoo_create2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, buf, sizeof buf,
+                                 &st);
+            }
             if (rc == ZOK) {
                 const std::string full = buf;
                 return {full.substr(full.rfind('/') + 1), st.czxid};
@@ -252,11 +318,16 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                     std::lock_guard g(mu);
                     ++stats.create_retries;
                 }
-                if (!wait_connected(SteadyTime::max())) fail(rc, "create " + path);
+                if (!wait_connected(SteadyTime::max())) {
+                    std::lock_guard g(mu);
+                    if (expired || h != zh) throw SessionEnded{};  // the session took the node (if any)
+                    fail(rc, "create " + path);
+                }
                 for (const auto& c : children(h, dir)) {
                     if (c.rfind(node_prefix, 0) != 0) continue;
                     Stat s2{};
-                    if (zoo_exists(h, (dir + "/" + c).c_str(), 0, &s2) != ZOK) break;
+                    const std::string found = dir + "/" + c;
+                    if (call(h, [&] { return zoo_exists(h, found.c_str(), 0, &s2); }) != ZOK) break;
                     std::lock_guard g(mu);
                     ++stats.adopted_nodes;
                     return {c, s2.czxid};
@@ -265,7 +336,55 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             }
             fail(rc, "create " + path);
         }
-        (void)deadline;
+    }
+
+    // The two replies of a pipelined create + get_children, filled on the client's completion
+    // thread.
+    struct Pipelined {
+        std::mutex m;
+        std::condition_variable cv;
+        int pending = 2;
+        int create_rc = ZSYSTEMERROR;
+        std::string created;
+        Stat st{};
+        int list_rc = ZSYSTEMERROR;
+        std::vector<std::string> children;
+        void done() {
+            std::lock_guard g(m);
+            if (--pending == 0) cv.notify_all();
+        }
+    };
+
+    // Returns the create's result code; p.list_rc and p.children the listing's.
+    static int create_and_list(zhandle_t* h, const std::string& path, const std::string& dir, Pipelined& p) {
+        auto on_created = [](int rc, const char* value, const Stat* stat, const void* data) {
+            auto* q = static_cast<Pipelined*>(const_cast<void*>(data));
+            q->create_rc = rc;
+            if (rc == ZOK && value) q->created = value;
+            if (rc == ZOK && stat) q->st = *stat;
+            q->done();
+        };
+        auto on_listed = [](int rc, const String_vector* v, const void* data) {
+            auto* q = static_cast<Pipelined*>(const_cast<void*>(data));
+            q->list_rc = rc;
+            if (rc == ZOK && v) q->children.assign(v->data, v->data + v->count);
+            q->done();
+        };
+        int rc = zoo_acreate2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, on_created, &p);
+        if (rc != ZOK) {
+            p.create_rc = rc;
+            p.done();
+        }
+        rc = zoo_aget_children(h, dir.c_str(), 0, on_listed, &p);
+        if (rc != ZOK) {
+            p.list_rc = rc;
+            p.done();
+        }
+        // Both completions always come (with an error code on connection loss or close), so p
+        // outlives every callback that uses it.
+        std::unique_lock g(p.m);
+        p.cv.wait(g, [&] { return p.pending == 0; });
+        return p.create_rc;
     }
 
     std::string dir_of(const Hold& h) const {
@@ -294,14 +413,22 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         const auto gen = session_handle.second;
         const std::string dir = dir_of(hold);
         const std::string node_prefix = "_c_" + locks_detail::random_hex_id() + "-" + tag_of(hold.kind) + "-";
-        const auto created = create_node(h, dir, node_prefix, deadline);
+        std::optional<std::vector<std::string>> listing;
+        const auto created = create_node(h, dir, node_prefix, &listing);
         const std::string mine = created.first;
         const auto czxid = created.second;
         const std::string my_path = dir + "/" + mine;
         try {
             for (;;) {
                 std::vector<Child> queue;
-                for (const auto& c : children(h, dir)) {
+                std::vector<std::string> names;
+                if (listing) {
+                    names = std::move(*listing);  // the create's pipelined listing, first time only
+                    listing.reset();
+                } else {
+                    names = children(h, dir);
+                }
+                for (const auto& c : names) {
                     if (auto p = parse_child(c)) queue.push_back(*p);
                 }
                 std::sort(queue.begin(), queue.end(), [](const Child& a, const Child& b) { return a.seq < b.seq; });
@@ -319,34 +446,50 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 }
                 if (pred.empty()) break;
                 const std::string pred_path = dir + "/" + pred;
+                // Registered before the exists() that sets the watch, so its event cannot be
+                // missed; every waiter of this path sees it (Watch above).
                 int seen = 0;
+                std::uint64_t changes = 0;
                 {
                     std::lock_guard g(mu);
-                    seen = fired[pred_path];
+                    auto& w = watches[pred_path];
+                    ++w.waiters;
+                    seen = w.fired;
+                    changes = state_changes;
                 }
+                struct Leave {
+                    State& s;
+                    const std::string& path;
+                    ~Leave() {
+                        std::lock_guard g(s.mu);
+                        if (auto it = s.watches.find(path); it != s.watches.end() && --it->second.waiters == 0) {
+                            s.watches.erase(it);
+                        }
+                    }
+                } leave{*this, pred_path};
                 Stat st{};
-                const int rc = zoo_exists(h, pred_path.c_str(), 1, &st);  // one watch, on the predecessor only (L9)
+                // One watch, on the predecessor only (L9).
+                const int rc = call(h, [&] { return zoo_exists(h, pred_path.c_str(), 1, &st); });
                 if (rc == ZNONODE) continue;
-                if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
-                    session_ended(h);
-                    throw SessionEnded{};
-                }
                 if (rc != ZOK) fail(rc, "exists " + pred_path);
                 std::unique_lock g(mu);
-                const bool woke = changed.wait_until(
-                    g, deadline, [&] { return fired[pred_path] != seen || expired || session != gen || stopping; });
-                if (fired[pred_path] != seen) fired.erase(pred_path);
+                // A session event (disconnect, reconnect) also wakes the waiter: it looks at the
+                // queue again rather than trusting a watch across it.
+                const bool woke = changed.wait_until(g, deadline, [&] {
+                    return watches[pred_path].fired != seen || state_changes != changes || expired || session != gen ||
+                           stopping;
+                });
                 if (expired || session != gen) throw SessionEnded{};
                 if (!woke) {
                     g.unlock();
-                    zoo_delete(h, my_path.c_str(), -1);  // give up our place
+                    delete_node(h, my_path);  // give up our place
                     return false;
                 }
             }
         } catch (const SessionEnded&) {
             throw;  // the node went with the session
         } catch (...) {
-            zoo_delete(h, my_path.c_str(), -1);
+            delete_node(h, my_path);
             throw;
         }
         hold.key = my_path;
@@ -368,9 +511,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             }
             const int rc = zoo_delete(h, zh_hold->path.c_str(), -1);
             if (rc == ZOK) return true;
-            if (rc == ZNONODE || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return false;
-            if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && attempt < 5 && wait_connected(SteadyTime::max())) {
-                continue;  // a repeated delete of a deleted node answers ZNONODE: then it was ours
+            if (rc == ZNONODE) return attempt > 0;  // after a lost reply: our own first delete
+            if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return false;
+            if (connection_lost(rc) && attempt < 5) {
+                // A repeated delete of a deleted node answers ZNONODE: then it was ours. A
+                // session that expired meanwhile took the node: the hold was lost.
+                if (wait_connected(SteadyTime::max())) continue;
+                std::lock_guard g(mu);
+                if (expired || session != zh_hold->session) return false;
             }
             fail(rc, "delete " + zh_hold->path);
         }

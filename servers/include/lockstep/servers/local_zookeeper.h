@@ -1,4 +1,5 @@
-// LocalZooKeeper: a private standalone ZooKeeper server for the tests and the demo, with the
+// LocalZooKeeper: a private standalone ZooKeeper server (or a 3-node ensemble: ensemble_size) for
+// the tests and the demo, with the
 // same guarantees as LocalServers (local_servers.h): a fresh temp dir under $TMPDIR
 // (lockstep-zk-XXXXXX), a free 127.0.0.1 port, and a reaper process that kills the server and
 // removes the dir even if this process is SIGKILLed.
@@ -33,6 +34,10 @@ struct LocalZooKeeperOptions {
     // the lock protocol (docs/locks.md has both figures).
     bool force_sync = false;
     std::chrono::milliseconds start_timeout{std::chrono::seconds(60)};
+    // 1: a standalone server. 3 (or any odd count up to 9): a quorum ensemble on 127.0.0.1, each
+    // member with its own client, quorum and election port and its own dir under the temp dir
+    // (the leader-failover test); started together, ready when every member serves.
+    int ensemble_size = 1;
 };
 
 class LocalZooKeeper {
@@ -44,7 +49,7 @@ public:
     LocalZooKeeper(const LocalZooKeeper&) = delete;
     LocalZooKeeper& operator=(const LocalZooKeeper&) = delete;
 
-    // "127.0.0.1:port" (the C client's host list) and "zookeeper://127.0.0.1:port".
+    // "127.0.0.1:port[,127.0.0.1:port...]" (the C client's host list) and "zookeeper://" + that.
     std::string hosts() const;
     std::string url() const;
     bool owned() const noexcept;
@@ -52,8 +57,18 @@ public:
     // How long the last start took until `srvr` answered.
     std::chrono::milliseconds startup_time() const noexcept;
 
-    void kill();   // SIGKILL, data dir kept
-    void start();  // again, same port and data dir
+    void kill();   // SIGKILL (every member), data dir kept
+    void start();  // again, same port and data dir (the members not running)
+
+    // The ensemble's members, 0..size()-1 (0 when not owned).
+    int size() const noexcept;
+    int port(int member) const;
+    void kill_node(int member);   // SIGKILL one member, its data kept
+    void start_node(int member);  // again; returns when it serves
+    // "leader", "follower", "standalone" from `srvr`; "" when it does not answer.
+    std::string mode(int member) const;
+    // The member that is leader now, -1 if none answers so.
+    int leader() const;
 
     // True if `srvr` on host:port answers with a version line within `timeout`.
     static bool answers_srvr(const std::string& host, int port, std::chrono::milliseconds timeout);

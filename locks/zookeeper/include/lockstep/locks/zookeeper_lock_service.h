@@ -54,6 +54,7 @@ struct ZooKeeperLockStats {
     std::uint64_t watches_fired = 0;    // predecessor watches that woke a waiter
     std::uint64_t create_retries = 0;   // creates repeated after a connection loss
     std::uint64_t adopted_nodes = 0;    // of those, nodes found by guid instead of created again
+    std::uint64_t connection_retries = 0;  // other calls repeated after a reconnect in the session
     std::uint64_t losses = 0;           // holds reported lost
 };
 

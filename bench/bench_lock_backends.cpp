@@ -1,0 +1,215 @@
+// The lock backends side by side (issue 11's benchmarks):
+//
+//   - Uncontended lock cycle of MySQL and ZooKeeper against each one's own raw floor, call by
+//     call in one loop (paired.h): MySQL's lock()+unlock() against a bare GET_LOCK + RELEASE_LOCK
+//     on one Connector/C++ connection (through MysqlConnection: prepared, cached statements, one
+//     round trip each); ZooKeeper's against a bare create EPHEMERAL_SEQUENTIAL + delete through
+//     libzookeeper-mt. Target <= 1.15x. (Redis's own row is "uncontended lock cycle".)
+//   - Contended throughput per backend: 16 threads on one lock name, cycles/s in total, divided
+//     by one thread's cycles/s on the same service. Target >= 0.8x: a hand-over must not cost
+//     much more than a free acquisition.
+//
+// ZooKeeper runs on a private standalone server started here (LocalZooKeeper, forceSync=no,
+// 2-5 s of JVM start), or LOCKSTEP_ZOOKEEPER_URL's ensemble.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "families.h"
+#include "lockstep/db/mysql_connection.h"
+#include "lockstep/locks/mysql_lock_service.h"
+#include "lockstep/locks/redis_fair_lock_service.h"
+#include "lockstep/locks/redis_lock_service.h"
+#include "paired.h"
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+#ifndef THREADED
+#define THREADED  // the C client's synchronous API
+#endif
+#include <zookeeper/zookeeper.h>
+
+#include <thread>
+
+#include "lockstep/locks/zookeeper_lock_service.h"
+#include "lockstep/servers/local_zookeeper.h"
+#endif
+
+namespace lockstep::bench {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kMysqlCycle = "lock_backends/mysql_cycle";
+constexpr const char* kZkCycle = "lock_backends/zookeeper_cycle";
+constexpr int kContenders = 16;
+
+std::string contended_name(const std::string& backend, int threads) {
+    return "lock_backends/" + backend + "_contended/threads:" + std::to_string(threads);
+}
+
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+// One server for the whole run, started when first needed.
+LocalZooKeeper& zookeeper() {
+    static LocalZooKeeper zk{LocalZooKeeperOptions{}};
+    return zk;
+}
+#endif
+
+// Registers `backend`'s contended family: 1 thread and kContenders threads on one name, each
+// thread lock()+unlock() in a loop; counter "cycles" is a rate summed over the threads.
+void register_contended(Environment& env, Plan& plan, const std::string& backend,
+                        std::shared_ptr<LockService> service, int order) {
+    const Budget& b = env.budget();
+    const std::string name = "contended-" + backend;  // the service adds the run's prefix
+    for (int threads : {1, kContenders}) {
+        benchmark::RegisterBenchmark(contended_name(backend, threads).c_str(),
+                                     [service, name](benchmark::State& state) {
+                                         auto m = service->make_mutex(name);
+                                         double cycles = 0;
+                                         try {
+                                             for (auto _ : state) {
+                                                 m->lock();
+                                                 m->unlock();
+                                                 cycles += 1;
+                                             }
+                                         } catch (const std::exception& e) {
+                                             state.SkipWithError(e.what());
+                                         }
+                                         state.counters["cycles"] =
+                                             benchmark::Counter(cycles, benchmark::Counter::kIsRate);
+                                     })
+            ->Threads(threads)
+            ->UseRealTime()
+            ->MinTime(b.throughput_min_time)
+            ->Repetitions(b.throughput_repetitions);
+    }
+    const std::string one = contended_name(backend, 1), many = contended_name(backend, kContenders);
+    plan.add(order, backend + ": 16 threads on one lock ÷ 1 thread", "≥ 0.8×", {one, many},
+             [one, many](const Results& r) {
+                 TableRow row = rate_row(r, many, one, "cycles", 0.8, "cycles");
+                 row.notes = "lock()+unlock() on one name, one service; 16-thread range " + spread(r, many, "cycles") +
+                             ", 1-thread range " + spread(r, one, "cycles");
+                 return row;
+             });
+}
+
+}  // namespace
+
+void register_lock_backends(Environment& env, Plan& plan) {
+    const Budget& b = env.budget();
+    LockServiceOptions so;
+    so.prefix = env.prefix();
+
+    // ---- MySQL ----
+    auto mysql = std::make_shared<MysqlLockService>(env.mysql_options(), so);
+    {
+        const MysqlOptions options = env.mysql_options();
+        const std::string raw_name = env.prefix() + "raw-cycle";
+        benchmark::RegisterBenchmark(kMysqlCycle,
+                                     [=](benchmark::State& state) {
+                                         auto m = mysql->make_mutex("bench-cycle");
+                                         MysqlConnection raw(options);
+                                         bool busy = false;
+                                         const std::vector<TimedOp> ops = {
+                                             {"ours",
+                                              [&] {
+                                                  m->lock();
+                                                  m->unlock();
+                                              }},
+                                             {"raw",
+                                              [&] {
+                                                  auto got = raw.query_one("SELECT GET_LOCK(?, 0) AS got", {raw_name});
+                                                  busy = busy || !got || got->get<std::int64_t>("got") != 1;
+                                                  raw.query_one("SELECT RELEASE_LOCK(?) AS released", {raw_name});
+                                              }},
+                                         };
+                                         try {
+                                             run_paired(state, ops);
+                                         } catch (const std::exception& e) {
+                                             state.SkipWithError(e.what());
+                                         }
+                                         if (busy && !state.error_occurred()) state.SkipWithError("the raw lock was busy");
+                                     })
+            ->Unit(benchmark::kMicrosecond)
+            ->MinTime(b.latency_min_time)
+            ->Repetitions(b.latency_repetitions);
+        plan.add(row_order::kLockBackends, "mysql: uncontended lock cycle", "≤ 1.15×", {kMysqlCycle},
+                 [mysql](const Results& r) {
+                     const MedianRepetition m(r, kMysqlCycle, "ours", "raw");
+                     TableRow row = paired_latency_row(m, "ours", "raw", 1.15, "lock+unlock", "GET_LOCK+RELEASE_LOCK");
+                     row.notes = "fenced acquisition in one statement: the stored function lockstep_lock_acquire_v1 "
+                                 "runs GET_LOCK and the counter increment together (2 round trips a cycle, as the floor); "
+                                 "the rest of the gap is mostly that row write and its commit (InnoDB redo + binlog), not timed apart";
+                     return row;
+                 });
+    }
+    register_contended(env, plan, "mysql", mysql, row_order::kLockBackends + 5);
+
+    // ---- Redis, fair Redis: contended only (Redis's cycle is the "uncontended lock cycle" row) ----
+    register_contended(env, plan, "redis", std::make_shared<RedisLockService>(env.redis_options(), so),
+                       row_order::kLockBackends + 6);
+    register_contended(env, plan, "redis-fair", std::make_shared<RedisFairLockService>(env.redis_options(), so),
+                       row_order::kLockBackends + 7);
+
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    // ---- ZooKeeper ----
+    const std::string hosts = zookeeper().hosts();
+    ZooKeeperLockOptions zo;
+    zo.hosts = hosts;
+    auto zk = std::make_shared<ZooKeeperLockService>(zo, so);
+    benchmark::RegisterBenchmark(kZkCycle,
+                                 [=](benchmark::State& state) {
+                                     auto m = zk->make_mutex("bench-cycle");
+                                     zhandle_t* zh = zookeeper_init(hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
+                                     for (int i = 0; i < 1000 && zh && zoo_state(zh) != ZOO_CONNECTED_STATE; ++i) {
+                                         std::this_thread::sleep_for(10ms);
+                                     }
+                                     if (!zh || zoo_state(zh) != ZOO_CONNECTED_STATE) {
+                                         if (zh) zookeeper_close(zh);
+                                         state.SkipWithError("raw ZooKeeper client did not connect");
+                                         return;
+                                     }
+                                     int bad = ZOK;
+                                     const std::vector<TimedOp> ops = {
+                                         {"ours",
+                                          [&] {
+                                              m->lock();
+                                              m->unlock();
+                                          }},
+                                         {"raw",
+                                          [&] {
+                                              char buf[256];
+                                              int rc = zoo_create(zh, "/lockstep/bench-raw-", "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                                                                  ZOO_EPHEMERAL_SEQUENTIAL, buf, sizeof buf);
+                                              if (rc == ZOK) rc = zoo_delete(zh, buf, -1);
+                                              if (rc != ZOK) bad = rc;
+                                          }},
+                                     };
+                                     try {
+                                         run_paired(state, ops);
+                                     } catch (const std::exception& e) {
+                                         state.SkipWithError(e.what());
+                                     }
+                                     zookeeper_close(zh);
+                                     if (bad != ZOK && !state.error_occurred()) state.SkipWithError(zerror(bad));
+                                 })
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(b.latency_min_time)
+        ->Repetitions(b.latency_repetitions);
+    plan.add(row_order::kLockBackends + 1, "zookeeper: uncontended lock cycle", "≤ 1.15×", {kZkCycle},
+             [](const Results& r) {
+                 const MedianRepetition m(r, kZkCycle, "ours", "raw");
+                 TableRow row = paired_latency_row(m, "ours", "raw", 1.15, "lock+unlock", "create+delete");
+                 row.notes = "the recipe's create and its get_children are pipelined (one round trip), then delete; "
+                             "forceSync=no";
+                 return row;
+             });
+    register_contended(env, plan, "zookeeper", zk, row_order::kLockBackends + 8);
+#else
+    plan.add_not_built(row_order::kLockBackends + 1, "zookeeper: uncontended lock cycle", "≤ 1.15×",
+                       "libzookeeper-mt not installed (scripts/install-deps)");
+#endif
+}
+
+}  // namespace lockstep::bench
