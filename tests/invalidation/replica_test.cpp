@@ -23,14 +23,15 @@ using namespace std::chrono_literals;
 // The primary + replica pair of this suite: its own servers (the other suites' primary purges
 // its binlogs and restarts), started once.
 LocalServers& replicated() {
-    static LocalServers* s = [] {
+    // Destroyed at exit (servers killed, temp dir removed before the no_leftovers check runs).
+    static LocalServers s([] {
         LocalServersOptions o;
         o.redis = false;
         o.use_environment = false;
         o.mysql_replica = true;
-        return new LocalServers(o);
-    }();
-    return *s;
+        return o;
+    }());
+    return s;
 }
 
 MysqlPool& primary() {
