@@ -22,6 +22,7 @@ constexpr int kMixed = 80;
 constexpr int kMemory = 90;  // 90..94: one row per layout
 constexpr int kCodec = 100;
 constexpr int kLockBackends = 110;  // 110..118: MySQL and ZooKeeper cycles, contended per backend
+constexpr int kOutbox = 45;
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);
@@ -49,6 +50,8 @@ void register_mixed(Environment& env, Plan& plan);
 void register_memory(Environment& env, Plan& plan);
 // BinaryCodec against JsonCodec: decode alone, and a cache hit with the codec opted in.
 void register_codec(Environment& env, Plan& plan);
+// The transactional outbox's cost per write (C5, docs/invalidation.md).
+void register_outbox(Environment& env, Plan& plan);
 #endif
 
 }  // namespace lockstep::bench

@@ -134,6 +134,7 @@ int run(int argc, char** argv) {
     register_mixed(env, plan);
     register_memory(env, plan);
     register_codec(env, plan);
+    register_outbox(env, plan);
 #else
     const std::string no_strategies = "lockstep was built without its strategies layer (LOCKSTEP_DEV_LAYERS)";
     plan.add_not_built(row_order::kCacheHit, "cache hit", "≤ 1.05×", no_strategies);

@@ -104,6 +104,7 @@ int run(const DemoOptions& options) {
         LocalServersOptions so;
         so.redis = endpoints.redis_url.empty();
         so.mysql = endpoints.mysql_url.empty();
+        so.mysql_replica = so.mysql && !env_set("LOCKSTEP_MYSQL_URL");  // C10's replica
         bool private_redis = so.redis && !env_set("LOCKSTEP_REDIS_URL");
         bool private_mysql = so.mysql && !env_set("LOCKSTEP_MYSQL_URL");
         if (private_redis || private_mysql) {
@@ -114,6 +115,7 @@ int run(const DemoOptions& options) {
         servers = std::make_unique<LocalServers>(so);
         if (so.redis) endpoints.redis_url = servers->redis_url();
         if (so.mysql) endpoints.mysql_url = servers->mysql_url();
+        if (servers->has_mysql_replica()) endpoints.mysql_replica_url = servers->mysql_replica_url();
     }
 
     Services services(endpoints, prefix, options.workers() + 4);

@@ -27,6 +27,8 @@ namespace lockstep::demo {
 struct Endpoints {
     std::string redis_url;
     std::string mysql_url;
+    // A replica of mysql_url (C10); empty when there is none (race_c10.cpp then starts its own).
+    std::string mysql_replica_url;
 };
 
 class Services {

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -92,6 +93,34 @@ std::string mysql_check(const MysqlOptions& o, const std::string& create_databas
     }
 }
 
+// Runs `statements` on one connection (no default schema); the first row's first column of the
+// last one as a string when it is a query (empty otherwise). Throws ConnectionError naming the
+// statement that failed.
+std::string mysql_run(const MysqlOptions& o, const std::vector<std::string>& statements, bool last_is_query = false,
+                      int read_timeout_s = 5) {
+    try {
+        sql::ConnectOptionsMap props;
+        props["hostName"] = "tcp://" + o.host + ":" + std::to_string(o.port);
+        props["userName"] = o.user;
+        props["password"] = o.password;
+        props["OPT_CONNECT_TIMEOUT"] = 2;
+        props["OPT_READ_TIMEOUT"] = read_timeout_s;
+        std::unique_ptr<sql::Connection> conn(mysql_driver()->connect(props));
+        std::unique_ptr<sql::Statement> st(conn->createStatement());
+        for (std::size_t i = 0; i < statements.size(); ++i) {
+            if (last_is_query && i + 1 == statements.size()) {
+                std::unique_ptr<sql::ResultSet> rs(st->executeQuery(statements[i]));
+                return rs->next() ? std::string(rs->getString(1)) : std::string();
+            }
+            st->execute(statements[i]);
+        }
+        return {};
+    } catch (const sql::SQLException& e) {
+        throw ConnectionError("MariaDB on port " + std::to_string(o.port) + ": " + std::string(e.what()) + " (error " +
+                              std::to_string(e.getErrorCode()) + ")");
+    }
+}
+
 }  // namespace
 
 struct LocalServers::Impl {
@@ -110,10 +139,18 @@ struct LocalServers::Impl {
     pid_t mysql_pid = 0;
     std::string mysqld_binary;
 
+    bool replica_owned = false;    // options.mysql_replica: a private replica of the private primary
+    MysqlOptions replica;
+    pid_t replica_pid = 0;
+
     void make_dir_and_reaper();
     void start_redis_process();
     void start_mysql_process();
-    void install_mysql_datadir();
+    void install_mysql_datadir(const std::string& name = "mysql");
+    void start_replica_process();
+    // Polls `SELECT 1` on `o` until it answers (creating `create_database` if not empty).
+    void wait_mysql_answers(pid_t& pid, const MysqlOptions& o, const std::string& create_database,
+                            const std::string& err_log, const char* what);
     void stop_all() noexcept;
 };
 
@@ -193,17 +230,18 @@ void LocalServers::Impl::start_redis_process() {
     logger()->info("private redis-server pid {} on 127.0.0.1:{}", redis_pid, redis.port);
 }
 
-void LocalServers::Impl::install_mysql_datadir() {
+void LocalServers::Impl::install_mysql_datadir(const std::string& name) {
     std::string install = require_executable(options.mariadb_install_db);
     std::vector<std::string> argv = {
-        install, "--no-defaults", "--datadir=" + (dir / "mysql").string(),
+        install, "--no-defaults", "--datadir=" + (dir / name).string(),
         "--auth-root-authentication-method=normal", "--skip-test-db",
     };
     if (::geteuid() == 0) argv.push_back("--user=root");
-    const auto log = (dir / "mariadb-install.log").string();
-    pid_t pid = spawn(argv, log, (dir / "mariadb-install.pid").string());
+    const std::string stem = name == "mysql" ? "mariadb-install" : name + "-install";
+    const auto log = (dir / (stem + ".log")).string();
+    pid_t pid = spawn(argv, log, (dir / (stem + ".pid")).string());
     int code = wait_exit(pid, options.start_timeout);
-    fs::remove(dir / "mariadb-install.pid");
+    fs::remove(dir / (stem + ".pid"));
     if (code != 0) {
         throw ConnectionError("mariadb-install-db failed (" + (code < 0 ? std::string("timed out") : "exit " + std::to_string(code)) +
                               "):" + tail_of(log));
@@ -237,28 +275,76 @@ void LocalServers::Impl::start_mysql_process() {
     };
     if (::geteuid() == 0) argv.push_back("--user=root");
     mysql_pid = spawn(argv, (dir / "mariadbd.out").string(), (dir / "mariadbd.pid").string());
+    wait_mysql_answers(mysql_pid, mysql, options.database, (dir / "mariadbd.err").string(), "mariadbd");
+    logger()->info("private mariadbd pid {} on 127.0.0.1:{}", mysql_pid, mysql.port);
+}
+
+void LocalServers::Impl::wait_mysql_answers(pid_t& pid, const MysqlOptions& o, const std::string& create_database,
+                                            const std::string& err_log, const char* what) {
     auto deadline = Clock::now() + options.start_timeout;
     std::string last_error;
     for (;;) {
         int status = 0;
-        if (has_exited(mysql_pid, &status)) {
-            mysql_pid = 0;
-            throw ConnectionError("mariadbd exited during start-up:" + tail_of((dir / "mariadbd.err").string()));
+        if (has_exited(pid, &status)) {
+            pid = 0;
+            throw ConnectionError(std::string(what) + " exited during start-up:" + tail_of(err_log));
         }
-        last_error = mysql_check(mysql, options.database);
-        if (last_error.empty()) break;
+        last_error = mysql_check(o, create_database);
+        if (last_error.empty()) return;
         if (Clock::now() > deadline) {
-            kill_and_reap(mysql_pid);
-            mysql_pid = 0;
-            throw ConnectionError("mariadbd did not answer SELECT 1 on port " + std::to_string(mysql.port) +
+            kill_and_reap(pid);
+            pid = 0;
+            throw ConnectionError(std::string(what) + " did not answer SELECT 1 on port " + std::to_string(o.port) +
                                   " within " + std::to_string(options.start_timeout.count()) + " ms: " + last_error);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    logger()->info("private mariadbd pid {} on 127.0.0.1:{}", mysql_pid, mysql.port);
+}
+
+// C10's replica: a second mariadbd (server id 2) in `<dir>/replica`, replicating everything the
+// primary ever logged (GTID from the start: the primary's binlog holds the CREATE DATABASE).
+// It logs what it applies with the primary's settings, so a binlog follower pointed at the
+// replica sees a change only once the replica has applied it.
+void LocalServers::Impl::start_replica_process() {
+    std::vector<std::string> argv = {
+        mysqld_binary,
+        "--no-defaults",
+        "--datadir=" + (dir / "replica").string(),
+        "--socket=" + (dir / "replica.sock").string(),
+        "--pid-file=" + (dir / "replica.pidfile").string(),
+        "--log-error=" + (dir / "replica.err").string(),
+        "--tmpdir=" + dir.string(),
+        "--port=" + std::to_string(replica.port),
+        "--bind-address=127.0.0.1",
+        "--server-id=2",
+        "--log-bin=" + (dir / "replica" / "binlog").string(),
+        "--relay-log=" + (dir / "replica" / "relay").string(),
+        "--log-slave-updates",
+        "--binlog-format=ROW",
+        "--binlog-row-image=FULL",
+        "--binlog-row-metadata=FULL",
+        "--skip-name-resolve",
+        "--innodb-buffer-pool-size=32M",
+        "--innodb-flush-log-at-trx-commit=2",
+        "--max-connections=200",
+    };
+    if (::geteuid() == 0) argv.push_back("--user=root");
+    replica_pid = spawn(argv, (dir / "replica.out").string(), (dir / "replica.pid").string());
+    wait_mysql_answers(replica_pid, replica, "", (dir / "replica.err").string(), "mariadbd (replica)");
+    // MASTER_CONNECT_RETRY=1: after a primary restart (restart_mysql) the replica reconnects
+    // within a second instead of the default minute.
+    mysql_run(replica, {
+        "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=" + std::to_string(mysql.port) + ", MASTER_USER='" +
+            mysql.user + "', MASTER_PASSWORD='" + mysql.password +
+            "', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1",
+        "START SLAVE",
+    });
+    logger()->info("private mariadbd replica pid {} on 127.0.0.1:{}", replica_pid, replica.port);
 }
 
 void LocalServers::Impl::stop_all() noexcept {
+    kill_and_reap(replica_pid);
+    replica_pid = 0;
     kill_and_reap(redis_pid);
     redis_pid = 0;
     kill_and_reap(mysql_pid);
@@ -293,6 +379,11 @@ LocalServers::LocalServers(LocalServersOptions options) : impl_(std::make_unique
 
     // Check every binary before starting anything: one clear line, nothing half-started.
     if (m.redis_owned) m.redis_binary = require_executable(m.options.redis_server);
+    if (m.options.mysql_replica && !m.mysql_owned) {
+        throw ConfigError("mysql_replica", "a private replica needs a private primary (unset LOCKSTEP_MYSQL_URL, or "
+                                           "set use_environment = false)");
+    }
+    m.replica_owned = m.options.mysql_replica;
     if (m.mysql_owned) {
         m.mysqld_binary = require_executable(m.options.mariadbd);
         require_executable(m.options.mariadb_install_db);
@@ -311,9 +402,21 @@ LocalServers::LocalServers(LocalServersOptions options) : impl_(std::make_unique
             m.mysql.user = "root";
             m.mysql.port = free_loopback_port();
             m.install_mysql_datadir();
+            // The replica starts from a copy of the freshly installed (never started) data dir:
+            // the same files mariadb-install-db would write, without its seconds of start-up.
+            if (m.replica_owned) fs::copy(m.dir / "mysql", m.dir / "replica", fs::copy_options::recursive);
             m.start_mysql_process();
         }
         if (m.mysql_owned) m.mysql.database = m.options.database;
+        if (m.replica_owned) {
+            m.replica = m.mysql;
+            m.replica.database.clear();  // until the replica has applied the CREATE DATABASE
+            m.replica.port = free_loopback_port();
+            m.start_replica_process();
+            m.replica.database = m.options.database;
+            // Caught up before anyone uses it: the database exists on the replica.
+            LocalServers::wait_for_replica(m.options.start_timeout);
+        }
     } catch (...) {
         m.stop_all();
         throw;
@@ -364,6 +467,35 @@ bool LocalServers::owns_redis() const noexcept { return impl_->redis_owned; }
 bool LocalServers::owns_mysql() const noexcept { return impl_->mysql_owned; }
 int LocalServers::redis_pid() const noexcept { return impl_->redis_pid; }
 int LocalServers::mysql_pid() const noexcept { return impl_->mysql_pid; }
+
+bool LocalServers::has_mysql_replica() const noexcept { return impl_->replica_owned; }
+MysqlOptions LocalServers::mysql_replica_options() const { return impl_->replica; }
+int LocalServers::mysql_replica_pid() const noexcept { return impl_->replica_pid; }
+
+std::string LocalServers::mysql_replica_url() const {
+    const auto& m = impl_->replica;
+    std::string url = "mysql://" + m.user;
+    if (!m.password.empty()) url += ":" + m.password;
+    return url + "@" + m.host + ":" + std::to_string(m.port) + "/" + m.database;
+}
+
+void LocalServers::wait_for_replica(std::chrono::milliseconds timeout) const {
+    if (!impl_->replica_owned) throw ConfigError("mysql_replica", "LocalServers started no replica");
+    auto primary = impl_->mysql;
+    primary.database.clear();
+    auto replica = impl_->replica;
+    replica.database.clear();
+    const std::string pos = mysql_run(primary, {"SELECT @@gtid_binlog_pos"}, true);
+    const long long seconds = std::max<long long>(1, (timeout.count() + 999) / 1000);
+    // MASTER_GTID_WAIT: 0 once the replica applied `pos`, -1 on timeout.
+    const std::string waited = mysql_run(
+        replica, {"SELECT MASTER_GTID_WAIT('" + pos + "', " + std::to_string(seconds) + ")"}, true,
+        static_cast<int>(seconds) + 5);
+    if (waited != "0") {
+        throw TimeoutError("the replica did not apply the primary's position " + pos + " within " +
+                           std::to_string(timeout.count()) + " ms (is its SQL thread stopped?)");
+    }
+}
 
 void LocalServers::kill_redis() {
     require_enabled(impl_->options.redis, "Redis", "redis");

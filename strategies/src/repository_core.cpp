@@ -74,6 +74,7 @@ RepositoryCore::State::State(TableSpec spec_in, MysqlPool& db_in, std::shared_pt
       table(check_entity_table(spec, db)),
       scheduler(scheduler_in) {
     if (!store) throw ConfigError("store", "missing");
+    replica = std::make_unique<ReplicaReads>(db, opts.read_replica, opts.recent_write_window, *store);
     max_entry_lifetime = std::max({opts.ttl + opts.ttl_jitter, opts.negative_ttl, opts.marker_ttl});
     locks = opts.lock_service;
     if (locks == nullptr && opts.lock_client != nullptr) {
@@ -238,6 +239,9 @@ RepositoryMetrics RepositoryCore::State::metrics() const {
     m.lock_waits = get(c.lock_waits);
     m.lock_timeouts = get(c.lock_timeouts);
     m.locks_lost = get(c.locks_lost);
+    m.replica_loads = replica->replica_loads();
+    m.primary_loads_recent = replica->primary_loads();
+    m.recent_marks_failed = replica->marks_failed();
     m.latency.hit = lat.hit.snapshot();
     m.latency.miss_load = lat.miss_load.snapshot();
     m.latency.fill = lat.fill.snapshot();

@@ -69,7 +69,7 @@ Delivered RepositoryCore::State::deliver(const std::string& key, const std::stri
 }
 
 std::optional<std::int64_t> RepositoryCore::State::load(std::int64_t id, ValueSink& sink, std::size_t i) {
-    auto row = db.query_one(sql.select_one, {id});
+    auto row = (replica->enabled() ? replica->pool_for(keys.value(id)) : db).query_one(sql.select_one, {id});
     bump(c.loads);
     if (logger()->should_log(spdlog::level::debug)) trace(keys.value(id), "loaded from the database ({})", row ? "row" : "no row");
     fault::point(repo_points::after_db_read);
@@ -353,6 +353,11 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
 
     // Loads `items` from the database in batches (SELECT ... IN), delivering each; returns the
     // version per item (nullopt: no row).
+    auto batch_keys = [&](const std::vector<std::size_t>& items, std::size_t start, std::size_t n) {
+        std::vector<std::string> out;
+        for (std::size_t j = start; j < start + n; ++j) out.push_back(keys.value(ids[items[j]]));
+        return out;
+    };
     auto load_batch = [&](const std::vector<std::size_t>& items) {
         std::unordered_map<std::size_t, std::optional<std::int64_t>> versions;
         for (std::size_t start = 0; start < items.size(); start += kMaxInBatch) {
@@ -366,7 +371,8 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
                 params.emplace_back(ids[item]);
                 item_of[ids[item]] = item;
             }
-            auto rows = db.query(sql.select_in(padded), params);
+            auto& from = replica->enabled() ? replica->pool_for(batch_keys(items, start, n)) : db;
+            auto rows = from.query(sql.select_in(padded), params);
             bump(c.loads, n);
             fault::point(repo_points::after_db_read);
             for (std::size_t j = start; j < start + n; ++j) versions[items[j]] = std::nullopt;

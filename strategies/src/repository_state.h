@@ -17,6 +17,7 @@
 #include "lockstep/core/logging.h"
 #include "entity_table_check.h"
 #include "key_space_claim.h"
+#include "replica_reads.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/latency_histogram.h"
 #include "lockstep/strategies/cache_entry.h"
@@ -86,6 +87,8 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     LockService* locks = nullptr;
     // The longest an entry can live: after this, a delete that never landed is moot.
     std::chrono::milliseconds max_entry_lifetime{0};
+    // Where misses load from (opts.read_replica, C10); never null after construction.
+    std::unique_ptr<ReplicaReads> replica;
 
     Counters c;
     Latencies lat;

@@ -29,6 +29,9 @@ public:
     const std::string& key() const noexcept override { return key_; }
     std::int64_t version() const noexcept override { return version_; }
 
+    // C10: misses of this key read the primary for a while (replica_reads.h). Before COMMIT.
+    void mark_recent() { state_.replica->mark_written(key_); }
+
     void delete_now() override { landed_ = state_.delete_key(key_) || landed_; }
     void delete_after(std::chrono::milliseconds delay) override { state_.delete_later(key_, delay); }
     void set_if_newer() override { set(FillMode::IfNewer); }
@@ -101,6 +104,7 @@ void lock_for_write(KeyLock& lock, const RepositoryCore::State& state, std::int6
 // COMMIT, with the fault points around it. When the outcome is unknown (the connection broke
 // during COMMIT) the write may have landed: delete the key anyway, then let the error surface.
 void commit(Transaction& tx, CoreWrite& write, const WriteStrategy& strategy, Outbox* outbox) {
+    write.mark_recent();
     // The outbox row commits with the write or not at all (C5): see outbox.h.
     std::int64_t outbox_row = outbox ? outbox->record(tx, write.key()) : 0;
     strategy.before_commit(write);

@@ -43,6 +43,12 @@ struct LocalServersOptions {
     // A config file given to redis-server before every other argument (Sentinel needs one it
     // can rewrite). Empty: none.
     std::string redis_config_file;
+    // Also start a private MariaDB replica (server id 2, its own temp dir and port) replicating
+    // from the private primary with GTID (`MASTER_USE_GTID=slave_pos`), for the read-replica
+    // race C10. Needs an owned MariaDB (ConfigError when LOCKSTEP_MYSQL_URL is used). The replica
+    // logs what it applies (`log_slave_updates`, ROW, FULL images and metadata), so a binlog
+    // follower can follow the replica too.
+    bool mysql_replica = false;
 };
 
 class LocalServers {
@@ -78,6 +84,16 @@ public:
     // Process ids (0 when not running or not owned), e.g. for SIGSTOP in tests.
     int redis_pid() const noexcept;
     int mysql_pid() const noexcept;
+
+    // The replica (options.mysql_replica): same user and database as the primary. pid 0 when
+    // there is none. `wait_for_replica` blocks until the replica has applied everything the
+    // primary had committed when it was called (MASTER_GTID_WAIT), or throws TimeoutError;
+    // it is what a test calls before it stops the replica's SQL thread on purpose.
+    bool has_mysql_replica() const noexcept;
+    std::string mysql_replica_url() const;
+    MysqlOptions mysql_replica_options() const;
+    int mysql_replica_pid() const noexcept;
+    void wait_for_replica(std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
 
 private:
     struct Impl;

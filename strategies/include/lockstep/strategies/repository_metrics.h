@@ -65,6 +65,12 @@ struct RepositoryMetrics {
     std::uint64_t lock_waits = 0;
     std::uint64_t lock_timeouts = 0;
     std::uint64_t locks_lost = 0;
+    // With a read replica (RepositoryOptions::read_replica, C10): loads sent to the replica; loads
+    // sent to the primary because the key was written recently (or its marker could not be read);
+    // writes whose recently-written marker could not be set.
+    std::uint64_t replica_loads = 0;
+    std::uint64_t primary_loads_recent = 0;
+    std::uint64_t recent_marks_failed = 0;
 
     RepositoryLatencies latency;
 };
@@ -97,6 +103,9 @@ void for_each_metric(const RepositoryMetrics& m, CounterFn&& fn, HistogramFn&& h
     fn("lock_waits", "lock acquisitions that waited", m.lock_waits);
     fn("lock_timeouts", "lock acquisitions that timed out", m.lock_timeouts);
     fn("locks_lost", "holds found lost", m.locks_lost);
+    fn("replica_loads", "loads sent to the read replica", m.replica_loads);
+    fn("primary_loads_recent", "loads sent to the primary because the key was written recently", m.primary_loads_recent);
+    fn("recent_marks_failed", "writes whose recently-written marker could not be set", m.recent_marks_failed);
     hist("hit", "cache hit latency", m.latency.hit);
     hist("miss_load", "miss path latency (load and fill)", m.latency.miss_load);
     hist("fill", "fill and set script latency", m.latency.fill);

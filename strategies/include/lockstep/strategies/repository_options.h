@@ -12,6 +12,7 @@
 namespace lockstep {
 
 class LockService;
+class MysqlPool;
 class Outbox;
 
 class RedisLockClient;
@@ -72,6 +73,16 @@ struct RepositoryOptions {
     // transaction; a writer that dies between COMMIT and its cache operation is replayed by any
     // process's Outbox after `OutboxOptions::bound`. Null: no outbox.
     std::shared_ptr<Outbox> outbox;
+
+    // Read replica (C10, docs/invalidation.md): misses load from this pool (a MariaDB replica of
+    // the repository's database) instead of the primary, except a key written by this library
+    // within `recent_write_window`: every write marks its key (`<key>:recent`, same hash tag)
+    // before COMMIT, and a miss of a marked key loads from the primary (memcache's remote
+    // markers). Writes always go to the primary. Borrowed; must outlive the repository. Null:
+    // every read from the primary. The window must exceed the replica's lag; 0 sends every
+    // miss to the replica (unprotected: C10 open).
+    MysqlPool* read_replica = nullptr;
+    std::chrono::milliseconds recent_write_window{std::chrono::seconds(10)};
 };
 
 }  // namespace lockstep

@@ -1,0 +1,98 @@
+// ConsistencyInspector: a production metric of how often, and for how long, the cache disagrees
+// with the database (Uber's Cache Inspector, Meta's Polaris). It follows the binlog as a replica
+// of its own (it deletes nothing), samples the changed rows of watched tables, and after
+// `check_after` — by when any invalidation (the writer's DEL, the outbox, a BinlogInvalidator)
+// should have landed — reads the key: an entry older than the committed row is *stale*. A stale
+// entry is re-read every `recheck_every` until it is fresh (deleted, or at least the committed
+// version), which measures how long it stayed stale.
+//
+//   lockstep::ConsistencyInspector inspector(mysql_options, redis,
+//       lockstep::InvalidationMap({{.table = "products", .entity = "product"}}),
+//       {.server_id = 4343, .sample_rate = 0.01});
+//   inspector.start();
+//   inspector.metrics().stale_per_million  // per million sampled writes
+//
+// Stale means, for the committed row version V of a sampled change (the after image's
+// `version_column`): a cached value with version < V, or a cached "not found" while the row
+// exists; for a deleted row, any cached value. Markers (a load in progress) and an empty key are
+// fresh. The comparison needs the row's version in the binlog (FULL row images); a table without
+// the version column is checked for deletes only.
+//
+// It is a sampler: after a lost connection it resumes from the last transaction it saw, and a
+// position that is gone (purged binlogs) restarts it from the server's current one (samples
+// lost, nothing else).
+//
+// Thread safety: start/stop from one owner thread; metrics() from any.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lockstep/core/mysql_options.h"
+#include "lockstep/invalidation/invalidation_map.h"
+
+namespace lockstep {
+
+class RedisClient;
+
+struct InspectorOptions {
+    // Its replica id: distinct from the server's, every follower's and every other inspector's.
+    std::uint32_t server_id = 4343;
+    // The row version column (what the repository stores as the entry's version).
+    std::string version_column = "version";
+    // Fraction of changed rows checked, in (0, 1].
+    double sample_rate = 1.0;
+    // A sampled change is checked this long after the inspector received it: the bound within
+    // which invalidation must have landed (a follower's lag, an outbox bound).
+    std::chrono::milliseconds check_after{1000};
+    // A stale entry is re-read this often until fresh, for at most `track_for` (then it counts
+    // as `stale_given_up`: stale for longer than that).
+    std::chrono::milliseconds recheck_every{100};
+    std::chrono::milliseconds track_for{std::chrono::minutes(2)};
+    std::chrono::milliseconds heartbeat{250};
+    std::chrono::milliseconds read_timeout{1000};
+};
+
+struct InspectorMetrics {
+    std::uint64_t rows_seen = 0;       // changed rows of watched tables (the writes)
+    std::uint64_t sampled = 0;         // of those, scheduled for a check
+    std::uint64_t checked = 0;         // first checks done
+    std::uint64_t stale = 0;           // entries found stale at their first check
+    std::uint64_t stale_open = 0;      // of those, still stale now (being re-read)
+    std::uint64_t stale_given_up = 0;  // stale for longer than track_for
+    std::uint64_t check_errors = 0;    // Redis reads that failed (the sample is dropped)
+    std::uint64_t reconnects = 0;
+    // stale / checked, per million.
+    double stale_per_million = 0;
+    // How long entries found stale stayed stale: change received -> first read found it fresh,
+    // over the last 65536 resolved ones.
+    double staleness_p50_ms = 0;
+    double staleness_p99_ms = 0;
+    double staleness_max_ms = 0;
+    bool connected = false;
+};
+
+class ConsistencyInspector {
+public:
+    // `redis` is borrowed and must outlive the inspector. ConfigError on a sample_rate outside
+    // (0, 1] or a zero check_after / recheck_every.
+    ConsistencyInspector(MysqlOptions mysql, RedisClient& redis, InvalidationMap map, InspectorOptions options = {});
+    ~ConsistencyInspector();  // stop()
+    ConsistencyInspector(const ConsistencyInspector&) = delete;
+    ConsistencyInspector& operator=(const ConsistencyInspector&) = delete;
+
+    // Starts following from the server's current position (a reader and a checker thread).
+    void start();
+    void stop();
+    InspectorMetrics metrics() const;
+    // Blocks until the stream is connected. False on timeout.
+    bool wait_connected(std::chrono::milliseconds timeout);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lockstep
