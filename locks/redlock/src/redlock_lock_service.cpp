@@ -13,6 +13,7 @@
 #include "hold_table.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/names.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/locks/lock_keys.h"
 #include "redlock_masters.h"
@@ -345,7 +346,7 @@ RedlockLockService::RedlockLockService(RedlockOptions redlock, LockServiceOption
 RedlockLockService::~RedlockLockService() { state_->stop(); }
 
 std::unique_ptr<DistributedMutex> RedlockLockService::make_mutex(std::string name, LockOptions options) {
-    if (name.empty()) throw ConfigError("name", "a lock name must not be empty");
+    check_name("lock name", name);  // the one rule of every name (core/names.h)
     // Below this the drift allowance (lease/100 + 2 ms) and one round trip leave no validity.
     if (options.lease < std::chrono::milliseconds(10)) throw ConfigError("lease", "a Redlock lease must be at least 10 ms");
     return std::make_unique<RedlockMutex>(state_, std::move(name), std::move(options));
