@@ -91,7 +91,7 @@ void RedisSentinelRouter::watch_switches() noexcept {
 
 void RedisSentinelRouter::use(const std::string& address) {
     const auto colon = address.rfind(':');
-    std::unique_lock lock(mutex_);
+    WriterMutexLock lock(mutex_);
     if (address == current_address_) return;
     auto& pool = pools_[address];
     if (!pool) {
@@ -107,7 +107,7 @@ void RedisSentinelRouter::use(const std::string& address) {
 }
 
 void RedisSentinelRouter::rediscover() {
-    std::lock_guard serial(rediscover_mutex_);
+    MutexLock serial(rediscover_mutex_);
     std::string last_error = "no sentinel listed";
     for (const auto& sentinel : options_.nodes) {
         std::string address;
@@ -146,7 +146,7 @@ RedisConnectionPool& RedisSentinelRouter::current_pool() {
             // fall through: the caller retries or reports
         }
     }
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     if (current_ == nullptr) throw ConnectionError("no master known for '" + options_.sentinel_master + "'");
     return *current_;
 }
@@ -213,13 +213,13 @@ PooledRedisConnection RedisSentinelRouter::connection() {
 }
 
 RedisPoolStats RedisSentinelRouter::stats() const {
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     return current_ ? current_->stats() : RedisPoolStats{};
 }
 
 std::string RedisSentinelRouter::master() {
     current_pool();
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     return current_address_;
 }
 

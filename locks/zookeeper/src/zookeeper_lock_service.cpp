@@ -5,15 +5,14 @@
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "hold_table.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_errors.h"
 
 namespace lockstep {
@@ -82,17 +81,19 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     std::string prefix;
     locks_detail::HoldTable table;
 
-    mutable std::mutex mu;
-    std::condition_variable changed;      // session state changes and fired watches
-    zhandle_t* zh = nullptr;
-    int zstate = 0;                       // last session state seen for zh
-    std::uint64_t session = 0;            // generation: bumped per new handle
-    bool expired = false;                 // zh's session expired: replace it before use
-    bool expiry_reported = false;         // and its holds were reported lost
-    SteadyTime disconnected_since{};      // set while not connected
-    std::map<std::string, int> fired;     // watched path -> watch events seen (waiters compare)
-    ZooKeeperLockStats stats;
-    bool stopping = false;
+    // Taken by callers' threads, the watchdog and the client library's event thread (event()).
+    // Never held across a call that waits for that event thread (zookeeper_close, see handle()).
+    mutable Mutex mu;
+    CondVar changed;                                       // session state changes and fired watches
+    zhandle_t* zh GUARDED_BY(mu) = nullptr;
+    int zstate GUARDED_BY(mu) = 0;                         // last session state seen for zh
+    std::uint64_t session GUARDED_BY(mu) = 0;              // generation: bumped per new handle
+    bool expired GUARDED_BY(mu) = false;                   // zh's session expired: replace it before use
+    bool expiry_reported GUARDED_BY(mu) = false;           // and its holds were reported lost
+    SteadyTime disconnected_since GUARDED_BY(mu){};        // set while not connected
+    std::map<std::string, int> fired GUARDED_BY(mu);       // watched path -> watch events seen (waiters compare)
+    ZooKeeperLockStats stats GUARDED_BY(mu);
+    bool stopping GUARDED_BY(mu) = false;
     std::thread watchdog;
 
     // ---- session ----
@@ -100,10 +101,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         static_cast<State*>(ctx)->event(h, type, state, path ? path : "");
     }
 
-    void event(zhandle_t* h, int type, int state, const std::string& path) {
+    void event(zhandle_t* h, int type, int state, const std::string& path) EXCLUDES(mu) {
         bool lost_all = false;
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             if (h != zh) return;  // an old handle's last words
             if (type == ZOO_SESSION_EVENT) {
                 zstate = state;
@@ -122,44 +123,46 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
         if (lost_all) {
             report_all(LockLossReason::Expired, "the ZooKeeper session expired");
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             expiry_reported = true;
         }
         changed.notify_all();
     }
 
     // A call answered "session expired" before the session event arrived: the same handling.
-    void session_ended(zhandle_t* h) {
+    void session_ended(zhandle_t* h) EXCLUDES(mu) {
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             if (h != zh || expired) return;
             expired = true;
         }
         report_all(LockLossReason::Expired, "the ZooKeeper session expired");
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             expiry_reported = true;
         }
         changed.notify_all();
     }
 
-    void report_all(LockLossReason reason, const std::string& why) {
+    // Runs the on_lost callbacks: never with mu held.
+    void report_all(LockLossReason reason, const std::string& why) EXCLUDES(mu) {
         for (const auto& h : table.all()) {
             if (h->lost.load()) continue;
             {
-                std::lock_guard g(mu);
+                MutexLock g(mu);
                 ++stats.losses;
             }
             table.report_lost(h, reason, why);
         }
     }
 
-    // Opens a session; REQUIRES: mu not held.
-    void open_session() {
+    // Opens a session. zookeeper_init runs with mu held, so the new handle's first event waits
+    // in event() until zh names it.
+    void open_session() EXCLUDES(mu) {
         zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
         zhandle_t* h = nullptr;
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             h = zookeeper_init(zk.hosts.c_str(), &State::on_event, static_cast<int>(zk.session_timeout.count()), nullptr,
                                this, 0);
             if (h == nullptr) throw ConnectionError("zookeeper_init(" + zk.hosts + ") failed");
@@ -171,32 +174,38 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             ++stats.sessions;
             disconnected_since = SteadyClock::now();
         }
-        std::unique_lock g(mu);
-        if (!changed.wait_for(g, zk.connect_timeout, [&] { return zstate == ZOO_CONNECTED_STATE || expired; }) || expired) {
+        MutexLock g(mu);
+        const auto until = SteadyClock::now() + zk.connect_timeout;
+        while (zstate != ZOO_CONNECTED_STATE && !expired) {
+            if (changed.wait_until(mu, until) == std::cv_status::timeout) break;
+        }
+        if (zstate != ZOO_CONNECTED_STATE || expired) {
             throw ConnectionError("ZooKeeper " + zk.hosts + ": no session within connect_timeout");
         }
     }
 
     // The current handle, replacing an expired session first.
-    std::pair<zhandle_t*, std::uint64_t> handle() {
+    std::pair<zhandle_t*, std::uint64_t> handle() EXCLUDES(mu) {
         zhandle_t* old = nullptr;
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             if (!expired && zh) return {zh, session};
             old = zh;
             zh = nullptr;
         }
         if (old) zookeeper_close(old);  // without mu: it joins the thread that runs on_event
         open_session();
-        std::lock_guard g(mu);
+        MutexLock g(mu);
         return {zh, session};
     }
 
     // After a connection loss: wait until connected again (or expired, or the deadline).
-    bool wait_connected(SteadyTime deadline) {
-        std::unique_lock g(mu);
+    bool wait_connected(SteadyTime deadline) EXCLUDES(mu) {
+        MutexLock g(mu);
         const auto limit = std::min(deadline, SteadyClock::now() + zk.session_timeout + zk.connect_timeout);
-        changed.wait_until(g, limit, [&] { return zstate == ZOO_CONNECTED_STATE || expired || stopping; });
+        while (zstate != ZOO_CONNECTED_STATE && !expired && !stopping) {
+            if (changed.wait_until(mu, limit) == std::cv_status::timeout) break;
+        }
         return zstate == ZOO_CONNECTED_STATE && !expired;
     }
 
@@ -209,7 +218,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         if (rc != ZOK && rc != ZNODEEXISTS) fail(rc, "create " + path);
     }
 
-    std::vector<std::string> children(zhandle_t* h, const std::string& dir) {
+    std::vector<std::string> children(zhandle_t* h, const std::string& dir) EXCLUDES(mu) {
         String_vector v{};
         const int rc = zoo_get_children(h, dir.c_str(), 0, &v);
         if (rc == ZNONODE) return {};
@@ -226,7 +235,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // Creates this attempt's node; after a connection loss, adopts the node a lost reply may
     // have created (found by the attempt's guid) instead of creating a second one.
     std::pair<std::string, std::int64_t> create_node(zhandle_t* h, const std::string& dir, const std::string& node_prefix,
-                                                     SteadyTime deadline) {
+                                                     SteadyTime deadline) EXCLUDES(mu) {
         for (int attempt = 0;; ++attempt) {
             char buf[1024];
             Stat st{};
@@ -248,7 +257,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             }
             if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && attempt < 5) {
                 {
-                    std::lock_guard g(mu);
+                    MutexLock g(mu);
                     ++stats.create_retries;
                 }
                 if (!wait_connected(SteadyTime::max())) fail(rc, "create " + path);
@@ -256,7 +265,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                     if (c.rfind(node_prefix, 0) != 0) continue;
                     Stat s2{};
                     if (zoo_exists(h, (dir + "/" + c).c_str(), 0, &s2) != ZOK) break;
-                    std::lock_guard g(mu);
+                    MutexLock g(mu);
                     ++stats.adopted_nodes;
                     return {c, s2.czxid};
                 }
@@ -275,7 +284,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // thread): its node is gone with it, so it queues again in the new session.
     struct SessionEnded {};
 
-    bool acquire(Hold& hold, SteadyTime deadline) override {
+    bool acquire(Hold& hold, SteadyTime deadline) override EXCLUDES(mu) {
         for (;;) {
             try {
                 return acquire_in_session(hold, deadline);
@@ -285,7 +294,12 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    bool acquire_in_session(Hold& hold, SteadyTime deadline) {
+    // A waiter's wake-up condition: its predecessor's watch fired, or its session is over.
+    bool wait_over(const std::string& pred_path, int seen, std::uint64_t gen) REQUIRES(mu) {
+        return fired[pred_path] != seen || expired || session != gen || stopping;
+    }
+
+    bool acquire_in_session(Hold& hold, SteadyTime deadline) EXCLUDES(mu) {
         // Plain copies, not structured bindings: the lambdas below capture them, which clang 14
         // (the sanitizer and fuzz builds) refuses for bindings.
         const auto session_handle = handle();
@@ -320,7 +334,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 const std::string pred_path = dir + "/" + pred;
                 int seen = 0;
                 {
-                    std::lock_guard g(mu);
+                    MutexLock g(mu);
                     seen = fired[pred_path];
                 }
                 Stat st{};
@@ -331,9 +345,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                     throw SessionEnded{};
                 }
                 if (rc != ZOK) fail(rc, "exists " + pred_path);
-                std::unique_lock g(mu);
-                const bool woke = changed.wait_until(
-                    g, deadline, [&] { return fired[pred_path] != seen || expired || session != gen || stopping; });
+                MutexLock g(mu);
+                bool woke = true;
+                while (!wait_over(pred_path, seen, gen)) {
+                    if (changed.wait_until(mu, deadline) == std::cv_status::timeout) {
+                        woke = wait_over(pred_path, seen, gen);
+                        break;
+                    }
+                }
                 if (fired[pred_path] != seen) fired.erase(pred_path);
                 if (expired || session != gen) throw SessionEnded{};
                 if (!woke) {
@@ -351,17 +370,17 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         hold.key = my_path;
         hold.token = czxid;  // the create's zxid: see the header
         hold.state = std::make_shared<ZkHold>(ZkHold{my_path, gen});
-        std::lock_guard g(mu);
+        MutexLock g(mu);
         ++stats.acquired;
         return true;
     }
 
-    bool release(Hold& hold) override {
+    bool release(Hold& hold) override EXCLUDES(mu) {
         auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
         for (int attempt = 0;; ++attempt) {
             zhandle_t* h = nullptr;
             {
-                std::lock_guard g(mu);
+                MutexLock g(mu);
                 if (expired || session != zh_hold->session) return false;  // the session (and node) is gone
                 h = zh;
             }
@@ -378,14 +397,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     void abandon(Hold& hold) noexcept override {
         auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
         if (!zh_hold) return;
-        std::lock_guard g(mu);
+        MutexLock g(mu);
         if (!expired && session == zh_hold->session && zh) zoo_delete(zh, zh_hold->path.c_str(), -1);
     }
 
     // Disconnected for a whole session timeout: the ensemble has expired the session by now,
     // whether or not this client has heard it (Curator's LOST).
-    void run_watchdog() {
-        std::unique_lock g(mu);
+    void run_watchdog() EXCLUDES(mu) {
+        MutexLock g(mu);
         while (!stopping) {
             const auto timeout = zh ? std::chrono::milliseconds(zoo_recv_timeout(zh)) : zk.session_timeout;
             if (!expired && disconnected_since != SteadyTime{} && SteadyClock::now() - disconnected_since > timeout) {
@@ -393,7 +412,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 report_all(LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout");
                 g.lock();
             }
-            changed.wait_for(g, std::max<std::chrono::milliseconds>(timeout / 3, 10ms), [&] { return stopping; });
+            const auto until = SteadyClock::now() + std::max<std::chrono::milliseconds>(timeout / 3, 10ms);
+            while (!stopping) {
+                if (changed.wait_until(mu, until) == std::cv_status::timeout) break;
+            }
         }
     }
 };
@@ -510,7 +532,7 @@ ZooKeeperLockService::ZooKeeperLockService(ZooKeeperLockOptions zk, LockServiceO
 ZooKeeperLockService::~ZooKeeperLockService() {
     zhandle_t* h = nullptr;
     {
-        std::lock_guard g(state_->mu);
+        MutexLock g(state_->mu);
         state_->stopping = true;
         h = state_->zh;
         state_->zh = nullptr;
@@ -533,7 +555,7 @@ std::unique_ptr<DistributedReadWriteLock> ZooKeeperLockService::make_read_write_
 void ZooKeeperLockService::expire_session() {
     clientid_t id{};
     {
-        std::lock_guard g(state_->mu);
+        MutexLock g(state_->mu);
         if (!state_->zh) return;
         id = *zoo_client_id(state_->zh);
     }
@@ -544,17 +566,20 @@ void ZooKeeperLockService::expire_session() {
     if (!other) throw ConnectionError("zookeeper_init for expire_session failed");
     for (int i = 0; i < 500 && zoo_state(other) != ZOO_CONNECTED_STATE; ++i) std::this_thread::sleep_for(10ms);
     zookeeper_close(other);
-    std::unique_lock g(state_->mu);
-    state_->changed.wait_for(g, 10s, [&] { return state_->expiry_reported; });
+    const auto until = SteadyClock::now() + 10s;
+    MutexLock g(state_->mu);
+    while (!state_->expiry_reported) {
+        if (state_->changed.wait_until(state_->mu, until) == std::cv_status::timeout) break;
+    }
 }
 
 std::chrono::milliseconds ZooKeeperLockService::session_timeout() const {
-    std::lock_guard g(state_->mu);
+    MutexLock g(state_->mu);
     return state_->zh ? std::chrono::milliseconds(zoo_recv_timeout(state_->zh)) : state_->zk.session_timeout;
 }
 
 ZooKeeperLockStats ZooKeeperLockService::stats() const {
-    std::lock_guard g(state_->mu);
+    MutexLock g(state_->mu);
     return state_->stats;
 }
 
