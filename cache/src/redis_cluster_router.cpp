@@ -53,14 +53,14 @@ RedisClusterRouter::RedisClusterRouter(RedisOptions options) : options_(std::mov
 
 RedisConnectionPool& RedisClusterRouter::pool_for(const std::string& address) {
     {
-        std::shared_lock lock(mutex_);
+        ReaderMutexLock lock(mutex_);
         if (auto it = pools_.find(address); it != pools_.end()) return *it->second;
     }
     const auto colon = address.rfind(':');
     if (colon == std::string::npos) throw ProtocolError("Redis Cluster named a node without a port: '" + address + "'");
     const std::string host = address.substr(0, colon);
     const int port = std::stoi(address.substr(colon + 1));
-    std::unique_lock lock(mutex_);
+    WriterMutexLock lock(mutex_);
     auto& slot = pools_[address];
     if (!slot) {
         slot = std::make_unique<RedisConnectionPool>(node_options(options_, host, port));
@@ -70,11 +70,11 @@ RedisConnectionPool& RedisClusterRouter::pool_for(const std::string& address) {
 }
 
 void RedisClusterRouter::refresh() {
-    std::lock_guard serial(refresh_mutex_);
+    MutexLock serial(refresh_mutex_);
     // Ask the masters we know first (they are the live view), then the seeds.
     std::vector<std::string> candidates;
     {
-        std::shared_lock lock(mutex_);
+        ReaderMutexLock lock(mutex_);
         for (auto* p : masters_) candidates.push_back(addresses_.at(p));
     }
     for (const auto& seed : options_.nodes) candidates.push_back(seed.host + ":" + std::to_string(seed.port));
@@ -114,7 +114,7 @@ void RedisClusterRouter::refresh() {
             if (std::find(masters.begin(), masters.end(), pool) == masters.end()) masters.push_back(pool);
         }
         {
-            std::unique_lock lock(mutex_);
+            WriterMutexLock lock(mutex_);
             slots_ = table;
             masters_ = std::move(masters);
         }
@@ -137,7 +137,7 @@ void RedisClusterRouter::refresh_quietly() noexcept {
 
 RedisConnectionPool* RedisClusterRouter::owner(std::optional<int> slot) {
     if (stale_.load(std::memory_order_relaxed)) refresh_quietly();
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     if (slot) return slots_[static_cast<std::size_t>(*slot)];
     if (masters_.empty()) return nullptr;
     return masters_[next_any_.fetch_add(1, std::memory_order_relaxed) % masters_.size()];
@@ -255,7 +255,7 @@ std::vector<RedisReply> RedisClusterRouter::on_every_master(const std::vector<st
     if (stale_.load()) refresh_quietly();
     std::vector<RedisConnectionPool*> masters;
     {
-        std::shared_lock lock(mutex_);
+        ReaderMutexLock lock(mutex_);
         masters = masters_;
     }
     if (masters.empty()) unavailable("no master in the slot map");
@@ -282,7 +282,7 @@ PooledRedisConnection RedisClusterRouter::connection(std::optional<int> slot) {
 }
 
 RedisPoolStats RedisClusterRouter::stats() const {
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     RedisPoolStats sum;
     for (const auto& [address, pool] : pools_) {
         const RedisPoolStats s = pool->stats();
@@ -298,7 +298,7 @@ RedisPoolStats RedisClusterRouter::stats() const {
 
 std::string RedisClusterRouter::master_of(int slot) {
     if (stale_.load()) refresh_quietly();
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     RedisConnectionPool* pool = slots_.at(static_cast<std::size_t>(slot));
     return pool ? addresses_.at(pool) : std::string{};
 }

@@ -29,6 +29,7 @@
 #include "lockstep/cache/redis_cluster_slot.h"
 #include "lockstep/cache/redis_connection_pool.h"
 #include "lockstep/cache/redis_reply.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/core/redis_options.h"
 
 namespace lockstep::detail {
@@ -52,23 +53,23 @@ public:
     PooledRedisConnection connection(std::optional<int> slot);
     RedisPoolStats stats() const;
     // Asks the cluster for the slot map now. Throws ConnectionError if no known node answers.
-    void refresh();
+    void refresh() EXCLUDES(refresh_mutex_, mutex_);
     // "host:port" of the master serving `slot` in the current map ("" if unknown).
     std::string master_of(int slot);
 
 private:
-    RedisConnectionPool& pool_for(const std::string& address);
-    RedisConnectionPool* owner(std::optional<int> slot);
+    RedisConnectionPool& pool_for(const std::string& address) EXCLUDES(mutex_);
+    RedisConnectionPool* owner(std::optional<int> slot) EXCLUDES(mutex_);
     void refresh_quietly() noexcept;
     [[noreturn]] void unavailable(const std::string& why) const;
 
     const RedisOptions options_;
-    mutable std::shared_mutex mutex_;  // guards slots_, pools_, masters_
-    std::array<RedisConnectionPool*, kRedisClusterSlots> slots_{};
-    std::map<std::string, std::unique_ptr<RedisConnectionPool>> pools_;  // never erased: stable pointers
-    std::map<RedisConnectionPool*, std::string> addresses_;
-    std::vector<RedisConnectionPool*> masters_;  // serving at least one slot
-    std::mutex refresh_mutex_;                   // one refresh at a time
+    mutable SharedMutex mutex_;
+    std::array<RedisConnectionPool*, kRedisClusterSlots> slots_ GUARDED_BY(mutex_){};
+    std::map<std::string, std::unique_ptr<RedisConnectionPool>> pools_ GUARDED_BY(mutex_);  // never erased: stable pointers
+    std::map<RedisConnectionPool*, std::string> addresses_ GUARDED_BY(mutex_);
+    std::vector<RedisConnectionPool*> masters_ GUARDED_BY(mutex_);  // serving at least one slot
+    Mutex refresh_mutex_;                                           // one refresh at a time (guards no data)
     std::atomic<bool> stale_{true};
     std::atomic<unsigned> next_any_{0};
 };

@@ -93,7 +93,7 @@ void RedisSentinelRouter::use(const std::string& address) {
     const auto colon = address.rfind(':');
     bool changed = false;
     {
-        std::unique_lock lock(mutex_);
+        WriterMutexLock lock(mutex_);
         if (address == current_address_) return;
         auto& pool = pools_[address];
         if (!pool) {
@@ -112,26 +112,26 @@ void RedisSentinelRouter::use(const std::string& address) {
     if (!changed) return;
     std::vector<std::function<void()>> listeners;
     {
-        std::lock_guard lock(listeners_mutex_);
+        MutexLock lock(listeners_mutex_);
         for (const auto& [id, l] : switch_listeners_) listeners.push_back(l);
     }
     for (const auto& l : listeners) l();
 }
 
 std::uint64_t RedisSentinelRouter::add_switch_listener(std::function<void()> listener) {
-    std::lock_guard lock(listeners_mutex_);
+    MutexLock lock(listeners_mutex_);
     const std::uint64_t id = next_listener_++;
     switch_listeners_.emplace(id, std::move(listener));
     return id;
 }
 
 void RedisSentinelRouter::remove_switch_listener(std::uint64_t id) {
-    std::lock_guard lock(listeners_mutex_);
+    MutexLock lock(listeners_mutex_);
     switch_listeners_.erase(id);
 }
 
 void RedisSentinelRouter::rediscover() {
-    std::lock_guard serial(rediscover_mutex_);
+    MutexLock serial(rediscover_mutex_);
     std::string last_error = "no sentinel listed";
     for (const auto& sentinel : options_.nodes) {
         std::string address;
@@ -170,7 +170,7 @@ RedisConnectionPool& RedisSentinelRouter::current_pool() {
             // fall through: the caller retries or reports
         }
     }
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     if (current_ == nullptr) throw ConnectionError("no master known for '" + options_.sentinel_master + "'");
     return *current_;
 }
@@ -237,13 +237,13 @@ PooledRedisConnection RedisSentinelRouter::connection() {
 }
 
 RedisPoolStats RedisSentinelRouter::stats() const {
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     return current_ ? current_->stats() : RedisPoolStats{};
 }
 
 std::string RedisSentinelRouter::master() {
     current_pool();
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     return current_address_;
 }
 

@@ -24,6 +24,7 @@
 #include "lockstep/cache/redis_connection_pool.h"
 #include "lockstep/cache/redis_reply.h"
 #include "lockstep/cache/redis_subscriber.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/core/redis_options.h"
 
 namespace lockstep::detail {
@@ -42,7 +43,7 @@ public:
     // Options of the master in use (for the subscriber).
     RedisOptions master_options();
     // Asks the sentinels now. Throws ConnectionError when none names a master that says so.
-    void rediscover();
+    void rediscover() EXCLUDES(rediscover_mutex_, mutex_);
     // How many times the master in use changed (rediscovery or +switch-master).
     std::uint64_t switches() const noexcept { return switches_.load(); }
     // Called after the master in use changed (not for the first one found), outside every lock
@@ -52,22 +53,22 @@ public:
     void remove_switch_listener(std::uint64_t id);
 
 private:
-    RedisConnectionPool& current_pool();
-    void use(const std::string& address);
+    RedisConnectionPool& current_pool() EXCLUDES(mutex_);
+    void use(const std::string& address) EXCLUDES(mutex_);
     void watch_switches() noexcept;
     [[noreturn]] void unavailable(const std::string& why) const;
 
     const RedisOptions options_;
-    mutable std::shared_mutex mutex_;
-    std::map<std::string, std::unique_ptr<RedisConnectionPool>> pools_;  // never erased
-    RedisConnectionPool* current_ = nullptr;
-    std::string current_address_;
-    std::mutex rediscover_mutex_;
+    mutable SharedMutex mutex_;
+    std::map<std::string, std::unique_ptr<RedisConnectionPool>> pools_ GUARDED_BY(mutex_);  // never erased
+    RedisConnectionPool* current_ GUARDED_BY(mutex_) = nullptr;
+    std::string current_address_ GUARDED_BY(mutex_);
+    Mutex rediscover_mutex_;  // one rediscovery at a time (guards no data)
     std::atomic<bool> stale_{true};
     std::atomic<std::uint64_t> switches_{0};
-    std::mutex listeners_mutex_;
-    std::map<std::uint64_t, std::function<void()>> switch_listeners_;
-    std::uint64_t next_listener_ = 1;
+    Mutex listeners_mutex_;
+    std::map<std::uint64_t, std::function<void()>> switch_listeners_ GUARDED_BY(listeners_mutex_);
+    std::uint64_t next_listener_ GUARDED_BY(listeners_mutex_) = 1;
     std::unique_ptr<RedisSubscriber> sentinel_subscriber_;
     RedisSubscriber::Subscription switch_subscription_;
 };

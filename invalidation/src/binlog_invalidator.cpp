@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -16,6 +14,7 @@
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/invalidation/binlog_event.h"
 #include "lockstep/invalidation/binlog_stream.h"
@@ -116,12 +115,13 @@ struct BinlogInvalidator::Impl {
     Clock::time_point last_save{};
     bool dirty = false;
 
-    mutable std::mutex mutex;  // guards metrics, lag, applied
-    std::condition_variable applied_changed;
-    InvalidatorMetrics m;
-    LagWindow lag;
-    GtidState applied;
-    std::uint32_t last_timestamp = 0;
+    // Shared between the follower thread and metrics() / wait_caught_up() callers.
+    mutable Mutex mutex;
+    CondVar applied_changed;
+    InvalidatorMetrics m GUARDED_BY(mutex);
+    LagWindow lag GUARDED_BY(mutex);
+    GtidState applied GUARDED_BY(mutex);
+    std::uint32_t last_timestamp GUARDED_BY(mutex) = 0;
 
     Impl(MysqlOptions mysql_in, RedisClient& redis_in, InvalidationMap map_in, BinlogInvalidatorOptions options_in)
         : mysql(std::move(mysql_in)),
@@ -144,8 +144,8 @@ struct BinlogInvalidator::Impl {
         if (options.on_error) options.on_error(e);
     }
     template <class F>
-    void count(F&& f) {
-        std::lock_guard lock(mutex);
+    void count(F&& f) EXCLUDES(mutex) {
+        MutexLock lock(mutex);
         f(m);
     }
 
@@ -213,11 +213,11 @@ struct BinlogInvalidator::Impl {
 
     // ---- position ---------------------------------------------------------------------------
 
-    void save_position(bool force) {
+    void save_position(bool force) EXCLUDES(mutex) {
         if (!dirty || (!force && Clock::now() - last_save < options.save_interval)) return;
         std::string gtid;
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             gtid = applied.to_string();
         }
         try {
@@ -233,9 +233,9 @@ struct BinlogInvalidator::Impl {
         }
     }
 
-    void set_applied(const GtidState& state) {
+    void set_applied(const GtidState& state) EXCLUDES(mutex) {
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             applied = state;
             m.applied_gtid = applied.to_string();
         }
@@ -245,13 +245,13 @@ struct BinlogInvalidator::Impl {
 
     // ---- the stream -------------------------------------------------------------------------
 
-    void finish_group() {
+    void finish_group() EXCLUDES(mutex) {
         if (!group.open) return;
         if (!apply(group.keys, group.flush)) return;  // stopping: the group is replayed later
         auto now = Clock::now();
         double us = std::chrono::duration<double, std::micro>(now - group.first_event).count();
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             applied.update(group.gtid);
             m.applied_gtid = applied.to_string();
             ++m.transactions;
@@ -338,7 +338,7 @@ struct BinlogInvalidator::Impl {
             case binlog::EventType::Heartbeat:
                 count([](InvalidatorMetrics& mm) { ++mm.heartbeats; });
                 if (!group.open) {
-                    std::lock_guard lock(mutex);
+                    MutexLock lock(mutex);
                     last_timestamp = 0;  // nothing pending: caught up
                 }
                 save_position(false);
@@ -393,7 +393,7 @@ struct BinlogInvalidator::Impl {
     void follow_once() {
         std::string start;
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             start = applied.to_string();
         }
         BinlogStream stream({.mysql = mysql,
@@ -467,7 +467,7 @@ void BinlogInvalidator::run() {
 }
 
 InvalidatorMetrics BinlogInvalidator::metrics() const {
-    std::lock_guard lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     InvalidatorMetrics out = impl_->m;
     impl_->lag.fill(out);
     if (impl_->last_timestamp != 0) {
@@ -479,9 +479,14 @@ InvalidatorMetrics BinlogInvalidator::metrics() const {
 
 bool BinlogInvalidator::wait_caught_up(std::chrono::milliseconds timeout) {
     GtidState target = GtidState::parse(BinlogStream::current_gtid(impl_->mysql));
-    std::unique_lock lock(impl_->mutex);
-    return impl_->applied_changed.wait_for(lock, timeout,
-                                          [&] { return impl_->m.connected && impl_->applied.covers(target); });
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    MutexLock lock(impl_->mutex);
+    while (!(impl_->m.connected && impl_->applied.covers(target))) {
+        if (impl_->applied_changed.wait_until(impl_->mutex, deadline) == std::cv_status::timeout) {
+            return impl_->m.connected && impl_->applied.covers(target);
+        }
+    }
+    return true;
 }
 
 }  // namespace lockstep

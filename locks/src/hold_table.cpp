@@ -35,7 +35,7 @@ HoldTable::Key HoldTable::key_of(const std::string& name, HoldKind kind) {
 }
 
 std::shared_ptr<Hold> HoldTable::find(const std::string& name, HoldKind kind) const {
-    std::lock_guard g(mu_);
+    MutexLock g(mu_);
     auto it = holds_.find(key_of(name, kind));
     return it == holds_.end() ? nullptr : it->second;
 }
@@ -57,7 +57,7 @@ FenceToken HoldTable::token(const std::string& name, HoldKind kind) const {
 }
 
 std::vector<std::shared_ptr<Hold>> HoldTable::all() const {
-    std::lock_guard g(mu_);
+    MutexLock g(mu_);
     std::vector<std::shared_ptr<Hold>> out;
     out.reserve(holds_.size());
     for (const auto& [k, h] : holds_) out.push_back(h);
@@ -82,7 +82,7 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     hold->on_lost = options.on_lost;
     if (!backend.acquire(*hold, deadline)) return false;
     hold->count = 1;
-    std::lock_guard g(mu_);
+    MutexLock g(mu_);
     const Key k = key_of(name, kind);
     unlocked_after_loss_.erase(k);
     holds_[k] = std::move(hold);
@@ -93,7 +93,7 @@ void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind k
     const Key k = key_of(name, kind);
     std::shared_ptr<Hold> hold;
     {
-        std::lock_guard g(mu_);
+        MutexLock g(mu_);
         auto it = holds_.find(k);
         if (it == holds_.end()) {
             // The guard's destructor after an unlock_checked() that already threw LockLostError.
@@ -128,7 +128,7 @@ void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind k
         return;
     }
     {
-        std::lock_guard g(mu_);
+        MutexLock g(mu_);
         unlocked_after_loss_.insert(k);
     }
     throw LockLostError("lock '" + name + "' was lost before unlock (" + hold->key + ")");

@@ -20,6 +20,8 @@
 #include <tuple>
 #include <vector>
 
+#include "lockstep/core/mutex.h"
+#include "lockstep/core/thread_annotations.h"
 #include "lockstep/locks/lock_loss.h"
 #include "lockstep/locks/lock_options.h"
 
@@ -71,24 +73,25 @@ public:
     // The acquire flow: re-entry (count + 1; LockLostError if the hold is known lost), or a new
     // acquisition through `backend`, registered on success. False when `deadline` passed.
     bool lock(HoldBackend& backend, const std::string& name, HoldKind kind, SteadyTime deadline,
-              const LockOptions& options);
+              const LockOptions& options) EXCLUDES(mu_);
     // The release flow: NotOwnerError without a hold (unless the last unlock of this lock by this
     // thread threw LockLostError: then a no-op, for std guards). A lost hold or a failed release:
     // with UnlockMode::Report logged and returned (the loss was reported to on_lost already),
     // with UnlockMode::Throw LockLostError or the backend's error.
-    void unlock(HoldBackend& backend, const std::string& name, HoldKind kind, UnlockMode mode);
+    void unlock(HoldBackend& backend, const std::string& name, HoldKind kind, UnlockMode mode) EXCLUDES(mu_);
 
-    std::shared_ptr<Hold> find(const std::string& name, HoldKind kind) const;  // this thread's
+    std::shared_ptr<Hold> find(const std::string& name, HoldKind kind) const EXCLUDES(mu_);  // this thread's
     int count(const std::string& name, HoldKind kind) const;
     bool lost(const std::string& name, HoldKind kind) const;
     // REQUIRES: held (NotOwnerError otherwise).
     FenceToken token(const std::string& name, HoldKind kind) const;
 
     // Every hold registered now (any thread), e.g. for a watchdog or a session-expiry handler.
-    std::vector<std::shared_ptr<Hold>> all() const;
+    std::vector<std::shared_ptr<Hold>> all() const EXCLUDES(mu_);
     // Marks `hold` lost and runs the service's and the lock's callbacks, once per hold. Safe from
     // any thread; callbacks run without the table's mutex held.
-    void report_lost(const std::shared_ptr<Hold>& hold, LockLossReason reason, const std::string& message);
+    void report_lost(const std::shared_ptr<Hold>& hold, LockLossReason reason, const std::string& message)
+        EXCLUDES(mu_);
     std::uint64_t losses() const noexcept { return losses_.load(); }
 
 private:
@@ -96,9 +99,9 @@ private:
     static Key key_of(const std::string& name, HoldKind kind);
     std::string id_;
     std::function<void(const LockLoss&)> service_on_lost_;
-    mutable std::mutex mu_;
-    std::map<Key, std::shared_ptr<Hold>> holds_;
-    std::set<Key> unlocked_after_loss_;  // the next unlock of these is a no-op (std guards)
+    mutable Mutex mu_;
+    std::map<Key, std::shared_ptr<Hold>> holds_ GUARDED_BY(mu_);
+    std::set<Key> unlocked_after_loss_ GUARDED_BY(mu_);  // the next unlock of these is a no-op (std guards)
     std::atomic<std::uint64_t> losses_{0};
 };
 

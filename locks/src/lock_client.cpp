@@ -84,7 +84,7 @@ HoldView view_hold(const RedisLockClient::Impl& impl, const std::string& key) {
     auto h = impl.find_hold(key, impl.owner_of_this_thread());
     HoldView v;
     if (!h) return v;
-    std::lock_guard lock(impl.mutex);
+    MutexLock lock(impl.mutex);
     v.exists = true;
     v.count = h->count;
     v.token = h->token;
@@ -116,7 +116,7 @@ RedisLockClient::Impl::Impl(RedisClient& r, LockClientOptions o)
 RedisLockClient::Impl::~Impl() {
     // Normally close() ran already (~RedisLockClient); this covers a constructor that threw.
     {
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         stopping = true;
     }
     watchdog_cv.notify_all();
@@ -128,12 +128,12 @@ void RedisLockClient::Impl::start() {
 }
 
 bool RedisLockClient::Impl::is_closed() const {
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     return closed;
 }
 
 RedisLockClient::Impl::Use::Use(Impl& impl) : impl_(impl) {
-    std::lock_guard lock(impl_.mutex);
+    MutexLock lock(impl_.mutex);
     if (impl_.closed) {
         throw LockClientClosedError("lock client " + impl_.id + " was destroyed; make locks from a live client");
     }
@@ -141,13 +141,13 @@ RedisLockClient::Impl::Use::Use(Impl& impl) : impl_(impl) {
 }
 
 RedisLockClient::Impl::Use::~Use() {
-    std::lock_guard lock(impl_.mutex);
+    MutexLock lock(impl_.mutex);
     if (--impl_.calls_in_use == 0) impl_.calls_done_cv.notify_all();
 }
 
 void RedisLockClient::Impl::close() {
     {
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         if (closed) return;
         closed = true;  // from here on no new call reaches `redis`
         stopping = true;
@@ -158,14 +158,14 @@ void RedisLockClient::Impl::close() {
     // round trip, bounded by the Redis timeouts).
     wake_everyone();
     {
-        std::unique_lock lock(mutex);
-        calls_done_cv.wait(lock, [&] { return calls_in_use == 0; });
+        MutexLock lock(mutex);
+        while (calls_in_use != 0) calls_done_cv.wait(mutex);
     }
 
     // Holds still held: release them (others need not wait for the leases) and report them.
     std::vector<std::shared_ptr<Hold>> live;
     {
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         for (const auto& [k, h] : holds) {
             if (h->active && !h->lost) live.push_back(h);
         }
@@ -195,7 +195,7 @@ void RedisLockClient::Impl::close() {
         }
         std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             for (const auto& h : live) {
                 if (auto loss = mark_lost_locked(*h, LockLossReason::ClientClosed,
                                                  "the lock client was destroyed while the lock was held")) {
@@ -210,9 +210,9 @@ void RedisLockClient::Impl::close() {
     // No waiter is left: drop the subscriptions now, while the RedisClient surely lives.
     std::vector<RedisSubscriber::Subscription> subscriptions;
     {
-        std::lock_guard lock(rooms_mutex);
+        MutexLock lock(rooms_mutex);
         for (auto& [c, r] : rooms) {
-            std::lock_guard rl(r->mutex);
+            MutexLock rl(r->mutex);
             subscriptions.push_back(std::move(r->subscription));
         }
         rooms.clear();
@@ -225,7 +225,7 @@ std::string RedisLockClient::Impl::owner_of_this_thread() const {
 
 std::shared_ptr<Hold> RedisLockClient::Impl::find_hold(const std::string& key,
                                                        const std::string& owner) const {
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     auto it = holds.find(hold_id(key, owner));
     return it == holds.end() ? nullptr : it->second;
 }
@@ -308,7 +308,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
     const std::string hid = hold_id(side.hold_key(), owner);
     std::shared_ptr<Hold> held;
     {
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         absorb_one_unlock.erase(hid);
         auto it = holds.find(hid);
         if (it != holds.end()) held = it->second;
@@ -317,7 +317,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
     // L6: re-entry. It still goes to Redis: that refreshes the lease and notices a lost hold.
     if (held) {
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             if (held->lost) {
                 throw LockLostError("lock '" + side.name() + "': re-entering a " + side.kind() +
                                     " hold that was lost; unlock it first");
@@ -326,7 +326,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
         const SteadyTime sent = SteadyClock::now();
         AttemptResult r = attempt_once(*this, side, owner, held->lease, true, nullptr);
         if (r.status == AttemptStatus::Reentered) {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             ++held->count;
             held->valid_until = std::max(held->valid_until, sent + held->lease);
             if (!held->renew) held->next_check = held->valid_until;
@@ -335,7 +335,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
         if (r.status == AttemptStatus::Lost) {
             std::optional<LockLoss> loss;
             {
-                std::lock_guard lock(mutex);
+                MutexLock lock(mutex);
                 loss =
                     mark_lost_locked(*held, LockLossReason::FoundGone, "gone when the holder re-entered it");
             }
@@ -366,7 +366,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
         stats.acquire_latency.record(h->acquired_at - started);
         bool wake_watchdog = false;
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             wake_watchdog = h->next_check < watchdog_wakes_at;
             holds[hid] = std::move(h);
         }
@@ -417,7 +417,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
     try {
         for (;;) {
             {
-                std::lock_guard lock(room->mutex);
+                MutexLock lock(room->mutex);
                 waiter.woken = false;
             }
             // After the reset: close() sets `closed` before it wakes everyone.
@@ -447,8 +447,10 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
             const SteadyTime wake_at = std::min(*deadline, now + milliseconds(recheck) + milliseconds(1));
             fault::point("locks.wait.before_sleep");
             {
-                std::unique_lock lock(room->mutex);
-                waiter.cv.wait_until(lock, wake_at, [&] { return waiter.woken; });
+                MutexLock lock(room->mutex);
+                while (!waiter.woken) {
+                    if (waiter.cv.wait_until(room->mutex, wake_at) == std::cv_status::timeout) break;
+                }
             }
             fault::point("locks.wait.after_sleep");
         }
@@ -469,7 +471,7 @@ void RedisLockClient::Impl::release(LockSide& side, bool checked) {
     bool last = false;
     bool client_closed = false;
     {
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         auto it = holds.find(hid);
         if (it == holds.end()) {
             if (absorb_one_unlock.erase(hid) > 0) return;  // the guard's unlock after a LockLostError
@@ -485,14 +487,14 @@ void RedisLockClient::Impl::release(LockSide& side, bool checked) {
     }
     auto forget = [&] {
         stats.hold_time.record(SteadyClock::now() - held->acquired_at);
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         held->active = false;
         auto it = holds.find(hid);
         if (it != holds.end() && it->second == held) holds.erase(it);
     };
     auto lost_error = [&] {
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             absorb_one_unlock.insert(hid);
         }
         return LockLostError("lock '" + side.name() + "': unlock of a " + side.kind() +
@@ -509,7 +511,7 @@ void RedisLockClient::Impl::release(LockSide& side, bool checked) {
     struct EndUse {
         Impl& impl;
         ~EndUse() {
-            std::lock_guard lock(impl.mutex);
+            MutexLock lock(impl.mutex);
             if (--impl.calls_in_use == 0) impl.calls_done_cv.notify_all();
         }
     } end_use{*this};
@@ -524,7 +526,7 @@ void RedisLockClient::Impl::release(LockSide& side, bool checked) {
         if (last) {
             forget();
         } else {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             --held->count;
         }
         if (checked) throw;
@@ -542,7 +544,7 @@ void RedisLockClient::Impl::release(LockSide& side, bool checked) {
         // only to a checked unlock.
         std::optional<LockLoss> loss;
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             loss = mark_lost_locked(*held, LockLossReason::FoundGone, "gone at unlock");
         }
         stats.unlocks_of_lost_holds.fetch_add(1);
@@ -554,7 +556,7 @@ void RedisLockClient::Impl::release(LockSide& side, bool checked) {
     if (last) {
         forget();
     } else {
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         --held->count;
     }
 }
@@ -563,7 +565,7 @@ void RedisLockClient::Impl::release(LockSide& side, bool checked) {
 // Watchdog (L5)
 
 void RedisLockClient::Impl::watchdog_loop() {
-    std::unique_lock lock(mutex);
+    MutexLock lock(mutex);
     while (!stopping) {
         SteadyTime earliest = SteadyTime::max();
         for (const auto& [k, h] : holds) {
@@ -571,13 +573,13 @@ void RedisLockClient::Impl::watchdog_loop() {
         }
         if (earliest == SteadyTime::max()) {
             watchdog_wakes_at = SteadyTime::max();
-            watchdog_cv.wait(lock);
+            watchdog_cv.wait(mutex);
             continue;
         }
         SteadyTime now = SteadyClock::now();
         if (now < earliest) {
             watchdog_wakes_at = earliest;
-            watchdog_cv.wait_until(lock, earliest);
+            watchdog_cv.wait_until(mutex, earliest);
             continue;
         }
         // Awake and working: a hold registered now is seen at the next pass through the loop.
@@ -638,7 +640,7 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
 
     std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
     {
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         const SteadyTime now = SteadyClock::now();
         for (std::size_t i = 0; i < due.size(); ++i) {
             Hold& h = *due[i];
@@ -684,7 +686,7 @@ std::shared_ptr<RedisLockClient::Impl::Room> RedisLockClient::Impl::join_room(co
     bool subscribe = false;
     bool add_listener = false;
     {
-        std::lock_guard lock(rooms_mutex);
+        MutexLock lock(rooms_mutex);
         if (!reconnect_listener_added) {
             reconnect_listener_added = true;
             add_listener = true;
@@ -716,18 +718,18 @@ std::shared_ptr<RedisLockClient::Impl::Room> RedisLockClient::Impl::join_room(co
                     auto s = self.lock();
                     if (r && s) on_message(r, msg, s.get());
                 });
-            std::lock_guard lock(room->mutex);
+            MutexLock lock(room->mutex);
             room->subscription = std::move(sub);
             room->ready = true;
         } catch (...) {
             {
-                std::lock_guard lock(room->mutex);
+                MutexLock lock(room->mutex);
                 room->failed = std::current_exception();
                 room->ready = true;
             }
             room->ready_cv.notify_all();
             {
-                std::lock_guard lock(rooms_mutex);
+                MutexLock lock(rooms_mutex);
                 auto it = rooms.find(channel);
                 if (it != rooms.end() && it->second == room) rooms.erase(it);
                 --room->refs;
@@ -736,13 +738,13 @@ std::shared_ptr<RedisLockClient::Impl::Room> RedisLockClient::Impl::join_room(co
         }
         room->ready_cv.notify_all();
     }
-    std::unique_lock lock(room->mutex);
-    room->ready_cv.wait(lock, [&] { return room->ready; });
+    MutexLock lock(room->mutex);
+    while (!room->ready) room->ready_cv.wait(room->mutex);
     if (room->failed) {
         auto failed = room->failed;
         lock.unlock();
         {
-            std::lock_guard rl(rooms_mutex);
+            MutexLock rl(rooms_mutex);
             --room->refs;
         }
         std::rethrow_exception(failed);
@@ -753,17 +755,17 @@ std::shared_ptr<RedisLockClient::Impl::Room> RedisLockClient::Impl::join_room(co
 
 void RedisLockClient::Impl::leave_room(const std::shared_ptr<Room>& room, Waiter& waiter) {
     {
-        std::lock_guard lock(room->mutex);
+        MutexLock lock(room->mutex);
         auto& w = room->waiters;
         w.erase(std::remove(w.begin(), w.end(), &waiter), w.end());
     }
     RedisSubscriber::Subscription last;
     {
-        std::lock_guard lock(rooms_mutex);
+        MutexLock lock(rooms_mutex);
         if (--room->refs == 0) {
             auto it = rooms.find(room->channel);
             if (it != rooms.end() && it->second == room) rooms.erase(it);
-            std::lock_guard rl(room->mutex);
+            MutexLock rl(room->mutex);
             last = std::move(room->subscription);
         }
     }
@@ -772,7 +774,7 @@ void RedisLockClient::Impl::leave_room(const std::shared_ptr<Room>& room, Waiter
 
 void RedisLockClient::Impl::on_message(const std::shared_ptr<Room>& room, std::string_view message,
                                        Impl* impl) {
-    std::lock_guard lock(room->mutex);
+    MutexLock lock(room->mutex);
     if (room->waiters.empty()) return;
     Waiter* target = nullptr;
     if (room->rule == WakeRule::NamedWaiter) {
@@ -804,11 +806,11 @@ void RedisLockClient::Impl::on_message(const std::shared_ptr<Room>& room, std::s
 void RedisLockClient::Impl::wake_everyone() {
     std::vector<std::shared_ptr<Room>> all;
     {
-        std::lock_guard lock(rooms_mutex);
+        MutexLock lock(rooms_mutex);
         for (const auto& [c, r] : rooms) all.push_back(r);
     }
     for (const auto& r : all) {
-        std::lock_guard lock(r->mutex);
+        MutexLock lock(r->mutex);
         for (Waiter* w : r->waiters) {
             w->woken = true;
             w->cv.notify_one();
@@ -883,7 +885,7 @@ RedisLockClient::~RedisLockClient() {
     impl_->close();
     bool listener = false;
     {
-        std::lock_guard lock(impl_->rooms_mutex);
+        MutexLock lock(impl_->rooms_mutex);
         listener = impl_->reconnect_listener_added;
     }
     if (listener) impl_->redis.subscriber().remove_reconnect_listener(impl_->reconnect_listener);
@@ -926,7 +928,7 @@ bool RedisLockClient::eviction_possible() const noexcept {
 }
 
 std::size_t RedisLockClient::tracked_holds() const {
-    std::lock_guard lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     return impl_->holds.size();
 }
 

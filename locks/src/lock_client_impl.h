@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lockstep/cache/redis_client.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_client.h"
 
 namespace lockstep {
@@ -124,13 +125,13 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // Destruction of the RedisLockClient: stops the watchdog, releases and reports every live
     // hold, wakes every waiter (LockClientClosedError), waits until no call uses `redis` any
     // more, and drops the subscriptions. Afterwards nothing here touches `redis`.
-    void close();
+    void close() EXCLUDES(mutex, rooms_mutex);
 
     // The generic flows. `deadline` unset: one attempt, no waiting; SteadyTime::max(): forever.
-    bool acquire(LockSide& side, const HoldSettings& settings, std::optional<SteadyTime> deadline);
+    bool acquire(LockSide& side, const HoldSettings& settings, std::optional<SteadyTime> deadline) EXCLUDES(mutex);
     // `checked`: LockLostError for a lost hold, the Redis error for a failed release. Otherwise
     // both are reported (log, counters, on_lost) and nothing is thrown but NotOwnerError.
-    void release(LockSide& side, bool checked);
+    void release(LockSide& side, bool checked) EXCLUDES(mutex);
 
     // One call that may use `redis`: refused once the client is closed; close() waits for the
     // calls under way.
@@ -146,7 +147,7 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     };
 
     std::string owner_of_this_thread() const;
-    std::shared_ptr<Hold> find_hold(const std::string& key, const std::string& owner) const;
+    std::shared_ptr<Hold> find_hold(const std::string& key, const std::string& owner) const EXCLUDES(mutex);
 
     RedisClient& redis;
     LockClientOptions options;
@@ -160,48 +161,48 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     } stats;
 
     // ---- registry and watchdog
-    mutable std::mutex mutex;
-    std::condition_variable watchdog_cv;
+    mutable Mutex mutex;
+    CondVar watchdog_cv;
     // When the sleeping watchdog will wake on its own (max: only when notified). A new hold
     // notifies it only if it needs an earlier check, so an acquisition does not cost a
     // context switch. Guarded by `mutex`.
-    SteadyTime watchdog_wakes_at = SteadyTime::max();
-    bool stopping = false;
-    bool closed = false;    // guarded by `mutex`: the RedisLockClient is gone
-    int calls_in_use = 0;   // guarded by `mutex`: live Use objects
-    std::condition_variable calls_done_cv;
+    SteadyTime watchdog_wakes_at GUARDED_BY(mutex) = SteadyTime::max();
+    bool stopping GUARDED_BY(mutex) = false;
+    bool closed GUARDED_BY(mutex) = false;    // guarded by `mutex`: the RedisLockClient is gone
+    int calls_in_use GUARDED_BY(mutex) = 0;   // guarded by `mutex`: live Use objects
+    CondVar calls_done_cv;
     std::thread watchdog;
-    std::map<std::string, std::shared_ptr<Hold>> holds;  // key '\n' owner -> hold
+    std::map<std::string, std::shared_ptr<Hold>> holds GUARDED_BY(mutex);  // key '\n' owner -> hold
     // Holds whose unlock threw LockLostError: one more unlock by the same thread is absorbed
     // (the std guard's destructor after an explicit guard.unlock() in a try block).
-    std::set<std::string> absorb_one_unlock;
+    std::set<std::string> absorb_one_unlock GUARDED_BY(mutex);
 
     // Marks a hold lost (under `mutex`); returns the loss to report, or nothing if it already was.
-    std::optional<LockLoss> mark_lost_locked(Hold& hold, LockLossReason reason, std::string message);
-    void report(const std::shared_ptr<Hold>& hold, const LockLoss& loss);
-    void watchdog_loop();
-    void renew_batch(std::vector<std::shared_ptr<Hold>> due);
+    std::optional<LockLoss> mark_lost_locked(Hold& hold, LockLossReason reason, std::string message) REQUIRES(mutex);
+    void report(const std::shared_ptr<Hold>& hold, const LockLoss& loss) EXCLUDES(mutex);
+    void watchdog_loop() EXCLUDES(mutex);
+    void renew_batch(std::vector<std::shared_ptr<Hold>> due) EXCLUDES(mutex);
 
     // ---- waiting
     struct Waiter {
         std::string id;
-        std::condition_variable cv;
+        CondVar cv;
         bool woken = false;  // guarded by the room's mutex
     };
     struct Room {
         std::string channel;
         WakeRule rule = WakeRule::Broadcast;
-        std::mutex mutex;
-        std::condition_variable ready_cv;
-        bool ready = false;
-        std::exception_ptr failed;
-        std::vector<Waiter*> waiters;  // arrival order; guarded by mutex
-        RedisSubscriber::Subscription subscription;
+        Mutex mutex;
+        CondVar ready_cv;
+        bool ready GUARDED_BY(mutex) = false;
+        std::exception_ptr failed GUARDED_BY(mutex);
+        std::vector<Waiter*> waiters GUARDED_BY(mutex);  // arrival order; guarded by mutex
+        RedisSubscriber::Subscription subscription GUARDED_BY(mutex);
         int refs = 0;  // guarded by Impl::rooms_mutex
     };
-    std::mutex rooms_mutex;
-    std::map<std::string, std::shared_ptr<Room>> rooms;
-    bool reconnect_listener_added = false;  // guarded by rooms_mutex
+    Mutex rooms_mutex;
+    std::map<std::string, std::shared_ptr<Room>> rooms GUARDED_BY(rooms_mutex);
+    bool reconnect_listener_added GUARDED_BY(rooms_mutex) = false;  // guarded by rooms_mutex
     std::atomic<std::uint64_t> reconnect_listener{0};
     // L8, Sentinel: the master-change listener (failover_watch.h) and when it last fired
     // (steady clock ticks; min: never). A new hold sent before that moment is not kept.
@@ -211,11 +212,11 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
 
     // Subscribes (first waiter of this client on `channel`) and returns after the server
     // confirmed, so a release published afterwards reaches the waiter (L7).
-    std::shared_ptr<Room> join_room(const std::string& channel, WakeRule rule, Waiter& waiter);
-    void leave_room(const std::shared_ptr<Room>& room, Waiter& waiter);
+    std::shared_ptr<Room> join_room(const std::string& channel, WakeRule rule, Waiter& waiter) EXCLUDES(rooms_mutex);
+    void leave_room(const std::shared_ptr<Room>& room, Waiter& waiter) EXCLUDES(rooms_mutex);
     static void on_message(const std::shared_ptr<Room>& room, std::string_view message, Impl* impl);
-    void wake_everyone();
-    bool is_closed() const;
+    void wake_everyone() EXCLUDES(rooms_mutex);
+    bool is_closed() const EXCLUDES(mutex);
 };
 
 std::string hold_id(const std::string& key, const std::string& owner);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_service.h"
 
 namespace lockstep {
@@ -16,8 +17,8 @@ void register_builtin_lock_backends();  // lock_backends.cpp
 namespace {
 
 struct Registry {
-    std::mutex mu;
-    std::vector<std::pair<std::string, LockServiceOpener>> openers;
+    Mutex mu;
+    std::vector<std::pair<std::string, LockServiceOpener>> openers GUARDED_BY(mu);
 };
 
 // Storage only; register_lock_backend writes here (also while the built-ins register).
@@ -35,7 +36,7 @@ void ensure_builtins() {
 
 void register_lock_backend(std::string scheme, LockServiceOpener opener) {
     auto& r = raw_registry();
-    std::lock_guard g(r.mu);
+    MutexLock g(r.mu);
     auto it = std::find_if(r.openers.begin(), r.openers.end(), [&](const auto& p) { return p.first == scheme; });
     if (it != r.openers.end()) {
         it->second = std::move(opener);
@@ -47,7 +48,7 @@ void register_lock_backend(std::string scheme, LockServiceOpener opener) {
 std::vector<std::string> lock_service_schemes() {
     ensure_builtins();
     auto& r = raw_registry();
-    std::lock_guard g(r.mu);
+    MutexLock g(r.mu);
     std::vector<std::string> out;
     for (const auto& p : r.openers) out.push_back(p.first);
     return out;
@@ -60,7 +61,7 @@ std::unique_ptr<LockService> open_lock_service(std::string_view url, LockService
     LockServiceOpener opener;
     {
         auto& r = raw_registry();
-        std::lock_guard g(r.mu);
+        MutexLock g(r.mu);
         for (const auto& p : r.openers) {
             if (p.first == scheme) opener = p.second;
         }

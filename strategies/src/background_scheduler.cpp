@@ -1,37 +1,37 @@
 #include "lockstep/strategies/background_scheduler.h"
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 
 namespace lockstep {
 
 struct BackgroundScheduler::State {
     using Clock = std::chrono::steady_clock;
 
-    mutable std::mutex mutex;
-    std::condition_variable wake;          // the worker: a new task or stop
-    mutable std::condition_variable idle;  // wait_idle callers
+    Mutex mutex;
+    CondVar wake;  // the worker: a new task or stop
+    CondVar idle;  // wait_idle callers
     // Due time -> task; multimap keeps insertion order among equal due times.
-    std::multimap<Clock::time_point, std::function<void()>> tasks;
-    bool running_task = false;
-    bool stop = false;
+    std::multimap<Clock::time_point, std::function<void()>> tasks GUARDED_BY(mutex);
+    bool running_task GUARDED_BY(mutex) = false;
+    bool stop GUARDED_BY(mutex) = false;
     std::thread worker;
 
-    void run() {
-        std::unique_lock lock(mutex);
+    // The worker thread. Runs each task with the mutex released.
+    void run() EXCLUDES(mutex) {
+        MutexLock lock(mutex);
         while (!stop) {
             if (tasks.empty()) {
                 idle.notify_all();
-                wake.wait(lock);
+                wake.wait(mutex);
                 continue;
             }
             auto due = tasks.begin()->first;
             if (Clock::now() < due) {
-                wake.wait_until(lock, due);
+                wake.wait_until(mutex, due);
                 continue;
             }
             auto task = std::move(tasks.begin()->second);
@@ -59,7 +59,7 @@ BackgroundScheduler::BackgroundScheduler() : state_(std::make_shared<State>()) {
 BackgroundScheduler::~BackgroundScheduler() {
     std::size_t dropped = 0;
     {
-        std::lock_guard lock(state_->mutex);
+        MutexLock lock(state_->mutex);
         state_->stop = true;
         dropped = state_->tasks.size();
     }
@@ -70,19 +70,25 @@ BackgroundScheduler::~BackgroundScheduler() {
 
 void BackgroundScheduler::run_after(std::chrono::milliseconds delay, std::function<void()> task) {
     {
-        std::lock_guard lock(state_->mutex);
+        MutexLock lock(state_->mutex);
         state_->tasks.emplace(State::Clock::now() + delay, std::move(task));
     }
     state_->wake.notify_all();
 }
 
 bool BackgroundScheduler::wait_idle(std::chrono::milliseconds timeout) const {
-    std::unique_lock lock(state_->mutex);
-    return state_->idle.wait_for(lock, timeout, [&] { return state_->tasks.empty() && !state_->running_task; });
+    const auto deadline = State::Clock::now() + timeout;
+    MutexLock lock(state_->mutex);
+    while (!state_->tasks.empty() || state_->running_task) {
+        if (state_->idle.wait_until(state_->mutex, deadline) == std::cv_status::timeout) {
+            return state_->tasks.empty() && !state_->running_task;
+        }
+    }
+    return true;
 }
 
 std::size_t BackgroundScheduler::pending() const {
-    std::lock_guard lock(state_->mutex);
+    MutexLock lock(state_->mutex);
     return state_->tasks.size();
 }
 

@@ -1,9 +1,8 @@
 // EntryStore over any Cache: the conditional operations are emulated under one mutex, so they
 // are atomic with respect to each other as long as every caller goes through this store (one
 // process). Good for unit tests with the in-memory Cache; use make_redis_entry_store otherwise.
-#include <mutex>
-
 #include "lockstep/cache/cache.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/strategies/cache_entry.h"
 #include "lockstep/strategies/entry_store.h"
 
@@ -26,7 +25,7 @@ public:
     }
 
     Claim claim(const std::string& key, const std::string& marker, std::chrono::milliseconds ttl) override {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         auto cur = cache_.get(key);
         if (!cur) {
             cache_.set(key, marker, ttl);
@@ -44,7 +43,7 @@ public:
     }
 
     FillOutcome fill(const Fill& f) override {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         switch (f.mode) {
             case FillMode::Always:
                 break;
@@ -79,7 +78,7 @@ public:
     }
 
     bool remove_if_equals(const std::string& key, const std::string& expected) override {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         if (cache_.get(key) != expected) return false;
         return cache_.remove(key);
     }
@@ -87,13 +86,15 @@ public:
     void remove(const std::vector<std::string>& keys) override {
         // Under the mutex too: a delete must not fall between a conditional fill's check and
         // its set (that is exactly the race Lease closes).
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         cache_.remove_many(keys);
     }
 
 private:
+    // Not GUARDED_BY: get() and get_many() read without it (single reads need no atomicity); the
+    // mutex orders the read-check-write sequences among themselves.
     Cache& cache_;
-    std::mutex mutex_;
+    Mutex mutex_;
 };
 
 }  // namespace

@@ -1,9 +1,9 @@
 #include "key_space_claim.h"
 
 #include <map>
-#include <mutex>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/mutex.h"
 
 namespace lockstep::detail {
 
@@ -14,13 +14,14 @@ struct Holder {
     int count = 0;
 };
 
-std::mutex& registry_mutex() {
-    static std::mutex m;
-    return m;
-}
+// Key space -> the table claiming it, for every live repository of the process.
+struct Registry {
+    Mutex mutex;
+    std::map<std::string, Holder> spaces GUARDED_BY(mutex);
+};
 
-std::map<std::string, Holder>& registry() {
-    static std::map<std::string, Holder> r;
+Registry& registry() {
+    static Registry r;
     return r;
 }
 
@@ -28,8 +29,9 @@ std::map<std::string, Holder>& registry() {
 
 KeySpaceClaim::KeySpaceClaim(std::string prefix, std::string entity, std::string table)
     : space_(std::move(prefix) + "{" + entity + ":") {
-    std::lock_guard lock(registry_mutex());
-    auto& holder = registry()[space_];
+    auto& r = registry();
+    MutexLock lock(r.mutex);
+    auto& holder = r.spaces[space_];
     if (holder.count > 0 && holder.table != table) {
         throw ConfigError("entity.name", "'" + entity + "' already names table '" + holder.table +
                                              "' under this key prefix; table '" + table +
@@ -40,9 +42,10 @@ KeySpaceClaim::KeySpaceClaim(std::string prefix, std::string entity, std::string
 }
 
 KeySpaceClaim::~KeySpaceClaim() {
-    std::lock_guard lock(registry_mutex());
-    auto it = registry().find(space_);
-    if (it != registry().end() && --it->second.count == 0) registry().erase(it);
+    auto& r = registry();
+    MutexLock lock(r.mutex);
+    auto it = r.spaces.find(space_);
+    if (it != r.spaces.end() && --it->second.count == 0) r.spaces.erase(it);
 }
 
 }  // namespace lockstep::detail

@@ -5,14 +5,13 @@
 #include "lockstep/strategies/outbox.h"
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/db/row.h"
 #include "lockstep/db/transaction.h"
@@ -45,19 +44,19 @@ struct Outbox::State {
     std::shared_ptr<EntryStore> store;
     OutboxOptions options;
 
-    mutable std::mutex mutex;
-    std::condition_variable wake;
-    bool stopping = false;
-    std::vector<std::int64_t> done_ids;  // guarded by mutex
-    OutboxMetrics m;                     // guarded by mutex
+    Mutex mutex;
+    CondVar wake;
+    bool stopping GUARDED_BY(mutex) = false;
+    std::vector<std::int64_t> done_ids GUARDED_BY(mutex);
+    OutboxMetrics m GUARDED_BY(mutex);
     std::thread thread;
 
     State(MysqlPool& d, std::shared_ptr<EntryStore> s, OutboxOptions o) : db(d), store(std::move(s)), options(o) {}
 
-    void prune_done() {
+    void prune_done() EXCLUDES(mutex) {
         std::vector<std::int64_t> ids;
         {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             ids.swap(done_ids);
         }
         for (std::size_t at = 0; at < ids.size(); at += options.batch) {
@@ -65,17 +64,17 @@ struct Outbox::State {
                                            ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), at + options.batch)));
             try {
                 db.execute("DELETE FROM outbox WHERE id IN (" + id_list(part) + ")");
-                std::lock_guard lock(mutex);
+                MutexLock lock(mutex);
                 m.done += part.size();
             } catch (const Error&) {
                 // Left in the table: the replay deletes their keys once more, then the rows.
-                std::lock_guard lock(mutex);
+                MutexLock lock(mutex);
                 ++m.errors;
             }
         }
     }
 
-    std::size_t replay() {
+    std::size_t replay() EXCLUDES(mutex) {
         auto rows = db.query("SELECT id, cache_key FROM outbox WHERE created_at < NOW(3) - INTERVAL ? MICROSECOND "
                              "ORDER BY created_at LIMIT ?",
                              {static_cast<std::int64_t>(options.bound.count()) * 1000, static_cast<std::int64_t>(options.batch)});
@@ -88,15 +87,19 @@ struct Outbox::State {
         }
         store->remove(keys);  // throws when Redis is down: the rows stay for the next round
         db.execute("DELETE FROM outbox WHERE id IN (" + id_list(ids) + ")");
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         m.replayed += ids.size();
         return ids.size();
     }
 
-    void run() {
-        std::unique_lock lock(mutex);
+    // The background thread: a round every replay_every, with the mutex released during it.
+    void run() EXCLUDES(mutex) {
+        MutexLock lock(mutex);
         while (!stopping) {
-            wake.wait_for(lock, options.replay_every, [&] { return stopping; });
+            const auto deadline = std::chrono::steady_clock::now() + options.replay_every;
+            while (!stopping) {
+                if (wake.wait_until(mutex, deadline) == std::cv_status::timeout) break;
+            }
             if (stopping) break;
             lock.unlock();
             try {
@@ -104,7 +107,7 @@ struct Outbox::State {
                 replay();
             } catch (const Error& e) {
                 logger()->warn("outbox: replay round failed: {}", e.what());
-                std::lock_guard inner(mutex);
+                MutexLock inner(mutex);
                 ++m.errors;
             }
             lock.lock();
@@ -119,7 +122,7 @@ Outbox::Outbox(MysqlPool& db, std::shared_ptr<EntryStore> store, OutboxOptions o
 
 Outbox::~Outbox() {
     {
-        std::lock_guard lock(state_->mutex);
+        MutexLock lock(state_->mutex);
         state_->stopping = true;
     }
     state_->wake.notify_all();
@@ -133,13 +136,13 @@ Outbox::~Outbox() {
 std::int64_t Outbox::record(Transaction& tx, const std::string& key) {
     std::int64_t id = random_id();
     tx.execute("INSERT INTO outbox (id, cache_key) VALUES (?, ?)", {id, key});
-    std::lock_guard lock(state_->mutex);
+    MutexLock lock(state_->mutex);
     ++state_->m.recorded;
     return id;
 }
 
 void Outbox::done(std::int64_t id) {
-    std::lock_guard lock(state_->mutex);
+    MutexLock lock(state_->mutex);
     state_->done_ids.push_back(id);
 }
 
@@ -149,7 +152,7 @@ std::size_t Outbox::replay_once() {
 }
 
 OutboxMetrics Outbox::metrics() const {
-    std::lock_guard lock(state_->mutex);
+    MutexLock lock(state_->mutex);
     return state_->m;
 }
 

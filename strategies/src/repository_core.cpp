@@ -148,7 +148,7 @@ void RepositoryCore::State::delete_later(const std::string& key, std::chrono::mi
 void RepositoryCore::State::enqueue_retry(const std::string& key) {
     bool schedule = false;
     {
-        std::lock_guard lock(retry_mutex);
+        MutexLock lock(retry_mutex);
         auto [it, inserted] = pending_deletes.try_emplace(key);
         auto& p = it->second;
         ++p.generation;
@@ -168,7 +168,7 @@ void RepositoryCore::State::retry_delete(const std::string& key) {
     std::uint64_t generation = 0;
     int attempts = 0;
     {
-        std::lock_guard lock(retry_mutex);
+        MutexLock lock(retry_mutex);
         auto it = pending_deletes.find(key);
         if (it == pending_deletes.end()) return;
         generation = it->second.generation;
@@ -186,7 +186,7 @@ void RepositoryCore::State::retry_delete(const std::string& key) {
     }
     std::chrono::milliseconds next_delay{0};
     {
-        std::lock_guard lock(retry_mutex);
+        MutexLock lock(retry_mutex);
         auto it = pending_deletes.find(key);
         if (it == pending_deletes.end()) return;
         if (landed && it->second.generation == generation) {
@@ -233,7 +233,7 @@ RepositoryMetrics RepositoryCore::State::metrics() const {
     m.deletes_retried = get(c.deletes_retried);
     m.deletes_abandoned = get(c.deletes_abandoned);
     {
-        std::lock_guard lock(retry_mutex);
+        MutexLock lock(retry_mutex);
         m.deletes_pending = pending_deletes.size();
     }
     m.lock_waits = get(c.lock_waits);
@@ -347,7 +347,7 @@ RepositoryCore::~RepositoryCore() {
     std::string dropped;
     std::size_t pending = 0;
     {
-        std::lock_guard lock(state_->retry_mutex);
+        MutexLock lock(state_->retry_mutex);
         pending = state_->pending_deletes.size();
         for (const auto& [key, p] : state_->pending_deletes) {
             if (dropped.size() > 400) {

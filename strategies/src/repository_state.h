@@ -20,6 +20,7 @@
 #include "replica_reads.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/latency_histogram.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/strategies/cache_entry.h"
 #include "lockstep/strategies/repository_core.h"
 
@@ -142,19 +143,19 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     // DEL now; on failure hand the key to the retry queue. True if it landed.
     bool delete_key(const std::string& key);
     void delete_later(const std::string& key, std::chrono::milliseconds delay);
-    void enqueue_retry(const std::string& key);
-    void retry_delete(const std::string& key);
+    void enqueue_retry(const std::string& key) EXCLUDES(retry_mutex);
+    void retry_delete(const std::string& key) EXCLUDES(retry_mutex);
 
     struct PendingDelete {
         int attempts = 0;
         std::uint64_t generation = 0;  // bumped by every new failure of this key
         Clock::time_point give_up_at;
     };
-    mutable std::mutex retry_mutex;
-    std::unordered_map<std::string, PendingDelete> pending_deletes;
+    mutable Mutex retry_mutex;
+    std::unordered_map<std::string, PendingDelete> pending_deletes GUARDED_BY(retry_mutex);
     std::atomic<bool> closed{false};
 
-    RepositoryMetrics metrics() const;
+    RepositoryMetrics metrics() const EXCLUDES(retry_mutex);
 };
 
 template <class... Args>

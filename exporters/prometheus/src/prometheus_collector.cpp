@@ -9,14 +9,14 @@
 namespace lockstep {
 
 void PrometheusCollector::add_repository(std::string name, std::function<RepositoryMetrics()> snapshot) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     sources_.push_back({std::move(name), std::move(snapshot)});
 }
 
 std::vector<prometheus::MetricFamily> PrometheusCollector::Collect() const {
     std::vector<Source> sources;
     {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         sources = sources_;
     }
     // One family per metric name, one metric per repository, in a stable order.

@@ -3,13 +3,12 @@
 // waiters (readers may proceed together), as the Redis read-write lock does.
 #include "lockstep/locks/in_memory_lock_service.h"
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
 
 #include "hold_table.h"
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_errors.h"
 
 namespace lockstep {
@@ -20,14 +19,16 @@ using locks_detail::SteadyTime;
 
 namespace {
 
+// One name's state. Guarded by State::mu: every NameState lives in State::names (GUARDED_BY(mu))
+// and is reached only through it with mu held.
 struct NameState {
     std::uint64_t mutex_owner = 0;   // thread number, 0 = free
     std::uint64_t writer = 0;        // read-write lock writer, 0 = none
     std::map<std::uint64_t, int> readers;
     int writers_waiting = 0;         // writer preference: readers arriving now wait
     FenceToken last_token = 0;       // shared by the mutex and the writer, as on Redis
-    std::condition_variable mutex_cv;
-    std::condition_variable rw_cv;
+    CondVar mutex_cv;
+    CondVar rw_cv;
 };
 
 }  // namespace
@@ -36,34 +37,43 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
     explicit State(LockServiceOptions o) : table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
 
     locks_detail::HoldTable table;
-    std::mutex mu;
-    std::map<std::string, NameState> names;
-    int waiting = 0;
+    Mutex mu;
+    std::map<std::string, NameState> names GUARDED_BY(mu);
+    int waiting GUARDED_BY(mu) = 0;
 
-    // Waits on `cv` until `ready` or `deadline`; counts the waiter.
+    // Waits on `cv` until `ready` or `deadline`; counts the waiter. `ready` reads a NameState,
+    // so it runs with mu held: only from here.
     template <class Ready>
-    bool wait(std::unique_lock<std::mutex>& g, std::condition_variable& cv, SteadyTime deadline, Ready ready) {
+    bool wait(CondVar& cv, SteadyTime deadline, Ready ready) REQUIRES(mu) {
         if (ready()) return true;
         ++waiting;
-        const bool ok = deadline == SteadyTime::max() ? (cv.wait(g, ready), true) : cv.wait_until(g, deadline, ready);
+        bool ok = true;
+        while (!ready()) {
+            if (deadline == SteadyTime::max()) {
+                cv.wait(mu);
+            } else if (cv.wait_until(mu, deadline) == std::cv_status::timeout) {
+                ok = ready();
+                break;
+            }
+        }
         --waiting;
         return ok;
     }
 
-    bool acquire(Hold& h, SteadyTime deadline) override {
-        std::unique_lock g(mu);
+    bool acquire(Hold& h, SteadyTime deadline) override EXCLUDES(mu) {
+        MutexLock g(mu);
         NameState& n = names[h.name];
         const auto me = h.thread;
         h.key = "memory:" + h.name;
         switch (h.kind) {
         case HoldKind::Mutex:
-            if (!wait(g, n.mutex_cv, deadline, [&] { return n.mutex_owner == 0; })) return false;
+            if (!wait(n.mutex_cv, deadline, [&] { return n.mutex_owner == 0; })) return false;
             n.mutex_owner = me;
             h.token = ++n.last_token;
             return true;
         case HoldKind::Write: {
             ++n.writers_waiting;
-            const bool ok = wait(g, n.rw_cv, deadline, [&] {
+            const bool ok = wait(n.rw_cv, deadline, [&] {
                 return n.writer == 0 && (n.readers.empty() || (n.readers.size() == 1 && n.readers.count(me)));
             });
             --n.writers_waiting;
@@ -78,7 +88,7 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
         case HoldKind::Read:
             // A writer downgrading may read; other readers wait for the writer and for writers
             // already waiting (writer preference: a stream of readers cannot starve a writer).
-            if (!wait(g, n.rw_cv, deadline, [&] { return n.writer == me || (n.writer == 0 && n.writers_waiting == 0); })) {
+            if (!wait(n.rw_cv, deadline, [&] { return n.writer == me || (n.writer == 0 && n.writers_waiting == 0); })) {
                 return false;
             }
             ++n.readers[me];
@@ -87,8 +97,8 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
         return false;
     }
 
-    bool release(Hold& h) override {
-        std::lock_guard g(mu);
+    bool release(Hold& h) override EXCLUDES(mu) {
+        MutexLock g(mu);
         auto it = names.find(h.name);
         if (it == names.end()) return false;
         NameState& n = it->second;
@@ -116,9 +126,9 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
 
     void abandon(Hold&) noexcept override {}
 
-    void expire(const std::string& name) {
+    void expire(const std::string& name) EXCLUDES(mu) {
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             auto it = names.find(name);
             if (it == names.end()) return;
             NameState& n = it->second;
@@ -218,7 +228,7 @@ std::unique_ptr<DistributedReadWriteLock> InMemoryLockService::make_read_write_l
 void InMemoryLockService::expire(const std::string& name) { state_->expire(name); }
 
 int InMemoryLockService::waiting() const {
-    std::lock_guard g(state_->mu);
+    MutexLock g(state_->mu);
     return state_->waiting;
 }
 

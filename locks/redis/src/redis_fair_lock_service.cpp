@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "fair_lock_scripts.h"
@@ -13,6 +11,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_keys.h"
 #include "lockstep/locks/redis_lock_service.h"
 
@@ -37,6 +36,29 @@ struct FairKeys {
     std::string channel_prefix() const { return k.stem() + ":fair:ch:"; }
 };
 
+// One waiter's wake-up: set by the subscriber's thread when a release names this waiter.
+class Wakeup {
+public:
+    void notify() EXCLUDES(mu_) {
+        MutexLock g(mu_);
+        woken_ = true;
+        cv_.notify_one();
+    }
+    // Until notified or `until`, whichever is first; then forgets the notification.
+    void wait_until(SteadyTime until) EXCLUDES(mu_) {
+        MutexLock g(mu_);
+        while (!woken_) {
+            if (cv_.wait_until(mu_, until) == std::cv_status::timeout) break;
+        }
+        woken_ = false;
+    }
+
+private:
+    Mutex mu_;
+    CondVar cv_;
+    bool woken_ GUARDED_BY(mu_) = false;
+};
+
 }  // namespace
 
 struct RedisFairLockService::State : locks_detail::HoldBackend {
@@ -55,9 +77,9 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     std::unique_ptr<RedisLockService> rw;
     std::atomic<std::uint64_t> attempts{0};
 
-    std::mutex mu;
-    std::condition_variable wake;
-    bool stopping = false;
+    Mutex mu;
+    CondVar wake;
+    bool stopping GUARDED_BY(mu) = false;
     std::thread watchdog;
 
     bool acquire(Hold& h, SteadyTime deadline) override {
@@ -82,14 +104,9 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         if (got) return done(value);
         if (SteadyClock::now() >= deadline) return false;
         // Wait in line: subscribe first, so a release published after this is delivered (L7).
-        std::mutex wmu;
-        std::condition_variable wcv;
-        bool woken = false;
-        auto sub = redis->subscriber().subscribe(keys.channel_prefix() + waiter, [&](std::string_view, std::string_view) {
-            std::lock_guard g(wmu);
-            woken = true;
-            wcv.notify_one();
-        });
+        Wakeup wakeup;
+        auto sub = redis->subscriber().subscribe(keys.channel_prefix() + waiter,
+                                                 [&](std::string_view, std::string_view) { wakeup.notify(); });
         try {
             for (;;) {
                 std::tie(got, value) = attempt(true);
@@ -102,10 +119,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                 auto next = SteadyClock::now() + std::min<std::chrono::milliseconds>(
                                                       fair.waiter_grace / 2, std::chrono::milliseconds(std::max(1LL, value)));
                 next = std::min(next, deadline);
-                std::unique_lock g(wmu);
-                wcv.wait_until(g, next, [&] { return woken; });
-                woken = false;
-                g.unlock();
+                wakeup.wait_until(next);
                 if (SteadyClock::now() >= deadline) {
                     std::tie(got, value) = attempt(true);  // one last look before leaving the line
                     if (got) {
@@ -141,8 +155,8 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
 
     void abandon(Hold&) noexcept override {}  // a lost hold has nothing left on the server
 
-    void run_watchdog() {
-        std::unique_lock g(mu);
+    void run_watchdog() EXCLUDES(mu) {
+        MutexLock g(mu);
         while (!stopping) {
             auto holds = table.all();
             std::chrono::milliseconds period = 1s;
@@ -159,7 +173,10 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                 }
             }
             g.lock();
-            wake.wait_for(g, period, [&] { return stopping; });
+            const auto until = SteadyClock::now() + period;
+            while (!stopping) {
+                if (wake.wait_until(mu, until) == std::cv_status::timeout) break;
+            }
         }
     }
 };
@@ -199,7 +216,7 @@ RedisFairLockService::RedisFairLockService(RedisOptions redis, LockServiceOption
 
 RedisFairLockService::~RedisFairLockService() {
     {
-        std::lock_guard g(state_->mu);
+        MutexLock g(state_->mu);
         state_->stopping = true;
     }
     state_->wake.notify_all();

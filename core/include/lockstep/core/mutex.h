@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 
 #include "lockstep/core/thread_annotations.h"
 
@@ -66,6 +67,47 @@ public:
 private:
     Mutex& mutex_;
     bool held_ = true;
+};
+
+// A reader-writer mutex (std::shared_mutex): state marked GUARDED_BY(m) may be read with
+// ReaderMutexLock (shared) and written only with WriterMutexLock (exclusive).
+class CAPABILITY("shared_mutex") SharedMutex {
+public:
+    SharedMutex() = default;
+    SharedMutex(const SharedMutex&) = delete;
+    SharedMutex& operator=(const SharedMutex&) = delete;
+
+    void lock() ACQUIRE() { mutex_.lock(); }
+    void unlock() RELEASE() { mutex_.unlock(); }
+    void lock_shared() ACQUIRE_SHARED() { mutex_.lock_shared(); }
+    void unlock_shared() RELEASE_SHARED() { mutex_.unlock_shared(); }
+
+private:
+    std::shared_mutex mutex_;
+};
+
+// Holds a SharedMutex exclusively for its scope (std::unique_lock<std::shared_mutex>).
+class SCOPED_CAPABILITY WriterMutexLock {
+public:
+    explicit WriterMutexLock(SharedMutex& mutex) ACQUIRE(mutex) : mutex_(mutex) { mutex_.lock(); }
+    ~WriterMutexLock() RELEASE() { mutex_.unlock(); }
+    WriterMutexLock(const WriterMutexLock&) = delete;
+    WriterMutexLock& operator=(const WriterMutexLock&) = delete;
+
+private:
+    SharedMutex& mutex_;
+};
+
+// Holds a SharedMutex shared for its scope (std::shared_lock).
+class SCOPED_CAPABILITY ReaderMutexLock {
+public:
+    explicit ReaderMutexLock(SharedMutex& mutex) ACQUIRE_SHARED(mutex) : mutex_(mutex) { mutex_.lock_shared(); }
+    ~ReaderMutexLock() RELEASE() { mutex_.unlock_shared(); }
+    ReaderMutexLock(const ReaderMutexLock&) = delete;
+    ReaderMutexLock& operator=(const ReaderMutexLock&) = delete;
+
+private:
+    SharedMutex& mutex_;
 };
 
 // A condition variable whose waits name the Mutex the caller holds (REQUIRES), so the analysis

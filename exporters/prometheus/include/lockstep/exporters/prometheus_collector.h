@@ -18,13 +18,13 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include "lockstep/core/mutex.h"
 #include "lockstep/strategies/repository_metrics.h"
 
 namespace lockstep {
@@ -32,17 +32,17 @@ namespace lockstep {
 class PrometheusCollector : public prometheus::Collectable {
 public:
     // `name` is the value of the `repository` label.
-    void add_repository(std::string name, std::function<RepositoryMetrics()> snapshot);
+    void add_repository(std::string name, std::function<RepositoryMetrics()> snapshot) EXCLUDES(mutex_);
 
-    std::vector<prometheus::MetricFamily> Collect() const override;
+    std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mutex_);
 
 private:
     struct Source {
         std::string name;
         std::function<RepositoryMetrics()> snapshot;
     };
-    mutable std::mutex mutex_;
-    std::vector<Source> sources_;
+    mutable Mutex mutex_;
+    std::vector<Source> sources_ GUARDED_BY(mutex_);
 };
 
 // The text exposition format (what GET /metrics returns) of everything `collector` collects.
