@@ -73,6 +73,11 @@ RedisReply RedisConnection::command(std::initializer_list<std::string_view> args
     return round_trip(argv);
 }
 
+RedisReply RedisConnection::command(std::span<const std::string_view> args) {
+    detail::Argv argv(args);
+    return round_trip(argv);
+}
+
 void RedisConnection::before_send() {
     try {
         fault::point("redis.before_send");
@@ -87,9 +92,9 @@ void RedisConnection::before_send() {
 RedisReply RedisConnection::round_trip(detail::Argv& argv) {
     if (argv.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
     if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
-    const std::string name = argv.name();
+    // The name only for a failure's message: building it costs an allocation per command.
     if (redisAppendCommandArgv(ctx_.get(), argv.size(), argv.ptrs(), argv.lens()) != REDIS_OK) {
-        fail(("queueing " + name).c_str());
+        fail(("queueing " + argv.name()).c_str());
     }
     // Tests stop here to break the connection between lending and sending (a server restart
     // that looks_alive() could not have seen yet).
@@ -97,10 +102,30 @@ RedisReply RedisConnection::round_trip(detail::Argv& argv) {
     // From the first byte sent on, a failure may leave the command applied: say so, and let
     // the pool discard this connection; it is never re-sent here.
     if (!detail::flush_output(ctx_.get())) {
-        fail(("sending " + name + " failed; it may have been applied").c_str());
+        fail(("sending " + argv.name() + " failed; it may have been applied").c_str());
     }
     detail::ReplyPtr reply = detail::read_reply(ctx_.get());
-    if (!reply) fail(("no reply to " + name + " was read; it may have been applied").c_str());
+    if (!reply) fail(("no reply to " + argv.name() + " was read; it may have been applied").c_str());
+    return detail::to_reply(*reply);
+}
+
+void RedisConnection::send(std::initializer_list<std::string_view> args) {
+    detail::Argv argv(args);
+    if (argv.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
+    if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
+    if (redisAppendCommandArgv(ctx_.get(), argv.size(), argv.ptrs(), argv.lens()) != REDIS_OK) {
+        fail(("queueing " + argv.name()).c_str());
+    }
+    before_send();
+    if (!detail::flush_output(ctx_.get())) {
+        fail(("sending " + argv.name() + " failed; it may have been applied").c_str());
+    }
+}
+
+RedisReply RedisConnection::receive() {
+    if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
+    detail::ReplyPtr reply = detail::read_reply(ctx_.get());
+    if (!reply) fail("no reply to a sent command was read; it may have been applied");
     return detail::to_reply(*reply);
 }
 

@@ -11,6 +11,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,15 @@ public:
     RedisReply command(const std::vector<std::string>& args);
     // Same, without copying the arguments.
     RedisReply command(std::initializer_list<std::string_view> args);
+    RedisReply command(std::span<const std::string_view> args);
+    // One command sent without reading its reply, so the caller can overlap the round trip with
+    // other work (DelayedDoubleDelete's first DEL runs beside the UPDATE); receive() reads the
+    // reply. Until then nothing else may use the connection; a caller that will not receive()
+    // calls abandon(), and the pool drops the connection instead of lending it out with a reply
+    // that belongs to nobody.
+    void send(std::initializer_list<std::string_view> args);
+    RedisReply receive();
+    void abandon() noexcept { broken_ = true; }
     // Writes all commands, then reads all replies: one round trip. Error replies are returned.
     std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
 
