@@ -1,5 +1,6 @@
 // The entity every repository benchmark reads and writes: a row of the demo's `products` table,
-// cached as JSON by the default JsonCodec (what a user who does not pick a codec gets).
+// cached by the repository's default codec: BinaryCodec, since it lists its fields below
+// (JsonCodec for a type that only has to_json/from_json); the codec rows set each explicitly.
 #pragma once
 
 #include <cstdint>

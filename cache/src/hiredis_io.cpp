@@ -29,6 +29,15 @@ Argv::Argv(std::initializer_list<std::string_view> args) {
     }
 }
 
+Argv::Argv(std::span<const std::string_view> args) {
+    ptrs_.reserve(args.size());
+    lens_.reserve(args.size());
+    for (const auto& a : args) {
+        ptrs_.push_back(a.data());
+        lens_.push_back(a.size());
+    }
+}
+
 std::string Argv::name() const {
     if (ptrs_.empty()) return "(empty command)";
     return printable(std::string_view(ptrs_[0], lens_[0]), 32);

@@ -14,6 +14,7 @@ extern "C" {
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,7 @@ class Argv {
 public:
     explicit Argv(const std::vector<std::string>& args);
     explicit Argv(std::initializer_list<std::string_view> args);
+    explicit Argv(std::span<const std::string_view> args);
     int size() const noexcept { return static_cast<int>(ptrs_.size()); }
     const char** ptrs() noexcept { return ptrs_.data(); }
     const std::size_t* lens() const noexcept { return lens_.data(); }

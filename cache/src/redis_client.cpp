@@ -1,6 +1,9 @@
 #include "lockstep/cache/redis_client.h"
 
+#include <algorithm>
+#include <array>
 #include <cctype>
+#include <cstdio>
 
 #include "hiredis_io.h"
 #include "lockstep/core/error.h"
@@ -45,7 +48,9 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 // new server, a cluster node that never saw it), so loading it there and running it once more
 // cannot apply it twice. In a cluster this runs on the master of the script's first key, so each
 // node learns each script on first use.
-RedisReply evalsha_on(RedisConnection& conn, const RedisScript& script, const std::vector<std::string>& evalsha) {
+// `Args`: a std::vector<std::string>, or a span of views (RedisClient::eval without copies).
+template <class Args>
+RedisReply evalsha_on(RedisConnection& conn, const RedisScript& script, const Args& evalsha) {
     RedisReply reply = conn.command(evalsha);
     if (reply.is_error() && starts_with(reply.error_message(), "NOSCRIPT")) {
         const RedisReply loaded = checked(conn.command({"SCRIPT", "LOAD", script.source()}), "SCRIPT LOAD");
@@ -131,6 +136,37 @@ RedisReply RedisClient::eval(const RedisScript& script, const std::vector<std::s
         auto conn = impl_->pool.acquire();
         reply = evalsha_on(*conn, script, evalsha);
     }
+    if (reply.is_error())
+        throw ProtocolError("Redis script " + script.sha1() + " failed: " + reply.error_message());
+    return reply;
+}
+
+RedisReply RedisClient::eval_views(const RedisScript& script, std::span<const std::string_view> keys,
+                                   std::span<const std::string_view> args) {
+    if (impl_->cluster || impl_->sentinel) {
+        return eval(script, std::vector<std::string>(keys.begin(), keys.end()),
+                    std::vector<std::string>(args.begin(), args.end()));
+    }
+    // Standalone: the command's argv points into the caller's strings; nothing is copied.
+    constexpr std::size_t kInline = 24;
+    std::array<std::string_view, kInline> inline_argv;
+    std::vector<std::string_view> heap_argv;
+    const std::size_t n = 3 + keys.size() + args.size();
+    std::span<std::string_view> argv(inline_argv.data(), n);
+    if (n > kInline) {
+        heap_argv.resize(n);
+        argv = std::span<std::string_view>(heap_argv);
+    }
+    char numkeys[24];
+    const auto len = std::snprintf(numkeys, sizeof numkeys, "%zu", keys.size());
+    argv[0] = "EVALSHA";
+    argv[1] = script.sha1();
+    argv[2] = std::string_view(numkeys, static_cast<std::size_t>(len));
+    std::copy(keys.begin(), keys.end(), argv.begin() + 3);
+    std::copy(args.begin(), args.end(), argv.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size()));
+
+    auto conn = impl_->pool.acquire();
+    RedisReply reply = evalsha_on(*conn, script, std::span<const std::string_view>(argv));
     if (reply.is_error())
         throw ProtocolError("Redis script " + script.sha1() + " failed: " + reply.error_message());
     return reply;

@@ -73,6 +73,11 @@ RedisReply RedisConnection::command(std::initializer_list<std::string_view> args
     return round_trip(argv);
 }
 
+RedisReply RedisConnection::command(std::span<const std::string_view> args) {
+    detail::Argv argv(args);
+    return round_trip(argv);
+}
+
 void RedisConnection::before_send() {
     try {
         fault::point("redis.before_send");
@@ -87,9 +92,9 @@ void RedisConnection::before_send() {
 RedisReply RedisConnection::round_trip(detail::Argv& argv) {
     if (argv.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
     if (broken()) throw ConnectionError("redis: this connection is broken and must not be reused");
-    const std::string name = argv.name();
+    // The name only for a failure's message: building it costs an allocation per command.
     if (redisAppendCommandArgv(ctx_.get(), argv.size(), argv.ptrs(), argv.lens()) != REDIS_OK) {
-        fail(("queueing " + name).c_str());
+        fail(("queueing " + argv.name()).c_str());
     }
     // Tests stop here to break the connection between lending and sending (a server restart
     // that looks_alive() could not have seen yet).
@@ -97,20 +102,42 @@ RedisReply RedisConnection::round_trip(detail::Argv& argv) {
     // From the first byte sent on, a failure may leave the command applied: say so, and let
     // the pool discard this connection; it is never re-sent here.
     if (!detail::flush_output(ctx_.get())) {
-        fail(("sending " + name + " failed; it may have been applied").c_str());
+        fail(("sending " + argv.name() + " failed; it may have been applied").c_str());
     }
     detail::ReplyPtr reply = detail::read_reply(ctx_.get());
-    if (!reply) fail(("no reply to " + name + " was read; it may have been applied").c_str());
+    if (!reply) fail(("no reply to " + argv.name() + " was read; it may have been applied").c_str());
+    return detail::to_reply(*reply);
+}
+
+void RedisConnection::send(std::initializer_list<std::string_view> args) {
+    detail::Argv argv(args);
+    if (argv.size() == 0) throw ConfigError("command", "a Redis command needs at least its name");
+    if (broken()) throw ConnectionError("redis: this connection is broken and must not be reused");
+    if (redisAppendCommandArgv(ctx_.get(), argv.size(), argv.ptrs(), argv.lens()) != REDIS_OK) {
+        fail(("queueing " + argv.name()).c_str());
+    }
+    pending_ = 1;  // out of step until receive() (broken(): the pool will not lend it meanwhile)
+    before_send();
+    if (!detail::flush_output(ctx_.get())) {
+        fail(("sending " + argv.name() + " failed; it may have been applied").c_str());
+    }
+}
+
+RedisReply RedisConnection::receive() {
+    if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
+    detail::ReplyPtr reply = detail::read_reply(ctx_.get());
+    if (!reply) fail("no reply to a sent command was read; it may have been applied");
+    pending_ = 0;
     return detail::to_reply(*reply);
 }
 
 std::vector<RedisReply> RedisConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
     if (commands.empty()) return {};
-    send(commands);
-    return receive();
+    send_pipeline(commands);
+    return receive_pipeline();
 }
 
-void RedisConnection::send(const std::vector<std::vector<std::string>>& commands) {
+void RedisConnection::send_pipeline(const std::vector<std::vector<std::string>>& commands) {
     // Refuse a malformed batch before anything is sent, so it is all-or-nothing on our side.
     if (commands.empty()) throw ConfigError("pipeline", "a pipeline needs at least one command");
     for (const auto& c : commands) {
@@ -123,7 +150,7 @@ void RedisConnection::send(const std::vector<std::vector<std::string>>& commands
             fail("queueing a pipeline");
         }
     }
-    // From here until receive() has read every reply the connection is out of step (broken()).
+    // From here until receive_pipeline() has read every reply the connection is out of step (broken()).
     pending_ = commands.size();
     before_send();
     if (!detail::flush_output(ctx_.get())) {
@@ -132,7 +159,7 @@ void RedisConnection::send(const std::vector<std::vector<std::string>>& commands
     }
 }
 
-std::vector<RedisReply> RedisConnection::receive() {
+std::vector<RedisReply> RedisConnection::receive_pipeline() {
     std::vector<RedisReply> replies;
     const std::size_t count = pending_;
     replies.reserve(count);

@@ -65,10 +65,16 @@ const std::vector<RedisReply>& RedisReply::elements() const {
     return elements_;
 }
 
-std::optional<std::string> RedisReply::optional_string() const {
+std::optional<std::string> RedisReply::optional_string() const& {
     if (type_ == Type::Nil) return std::nullopt;
     if (type_ != Type::String) wrong_type("Nil or String", *this);
     return str_;
+}
+
+std::optional<std::string> RedisReply::optional_string() && {
+    if (type_ == Type::Nil) return std::nullopt;
+    if (type_ != Type::String) wrong_type("Nil or String", *this);
+    return std::move(str_);
 }
 
 std::optional<long long> RedisReply::optional_integer() const {

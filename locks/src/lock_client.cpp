@@ -27,11 +27,14 @@ std::uint64_t this_thread_number() {
     return n;
 }
 
+// 64 random bits: unique among the clients that can meet on one lock name (a collision needs
+// ~2^32 live clients), and 16 bytes shorter than 128 in every owner field, waiter id, channel
+// and script argument (issue 14: the held mutex's bytes in Redis).
 std::string random_client_id() {
     std::random_device rd;
     static const char* hex = "0123456789abcdef";
     std::string id;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 2; ++i) {
         std::uint32_t v = rd();
         for (int j = 0; j < 8; ++j) {
             id += hex[v & 0xf];
@@ -76,7 +79,11 @@ AttemptResult parse_attempt(const RedisReply& reply) {
     AttemptResult r;
     r.status = static_cast<AttemptStatus>(e[0].integer());
     if (e.size() > 1) r.value = e[1].integer();
-    if (e.size() > 2) r.queue_score = e[2].str();
+    // The mutex script answers the score as an integer, the older form as a string.
+    if (e.size() > 2) {
+        r.queue_score =
+            e[2].type() == RedisReply::Type::Integer ? std::to_string(e[2].integer()) : e[2].str();
+    }
     return r;
 }
 
@@ -174,8 +181,10 @@ void RedisLockClient::Impl::close() {
         logger()->warn("lock client {} destroyed with {} hold(s) still held: releasing them, reporting them lost",
                        id, live.size());
         std::vector<std::vector<std::string>> commands;
+        std::vector<RenewCall> calls;
+        calls.reserve(live.size());
         for (const auto& h : live) {
-            const RenewCall& c = h->release_call;
+            const RenewCall& c = calls.emplace_back(h->side->release_call(h->owner));
             std::vector<std::string> cmd{"EVALSHA", c.script->sha1(), std::to_string(c.keys.size())};
             cmd.insert(cmd.end(), c.keys.begin(), c.keys.end());
             cmd.insert(cmd.end(), c.args.begin(), c.args.end());
@@ -185,7 +194,7 @@ void RedisLockClient::Impl::close() {
             auto replies = redis.pipeline(commands);
             for (std::size_t i = 0; i < replies.size() && i < live.size(); ++i) {
                 if (replies[i].is_error() && replies[i].error_message().rfind("NOSCRIPT", 0) == 0) {
-                    const RenewCall& c = live[i]->release_call;
+                    const RenewCall& c = calls[i];
                     redis.eval(*c.script, c.keys, c.args);
                 }
             }
@@ -238,14 +247,15 @@ std::optional<LockLoss> RedisLockClient::Impl::mark_lost_locked(Hold& hold, Lock
     if (hold.lost) return std::nullopt;
     hold.lost = true;
     stats.losses.fetch_add(1);
-    LockLoss loss{hold.name, hold.key, hold.owner, reason, std::move(message)};
-    logger()->warn("lock '{}' ({} hold of {}) lost: {} ({})", hold.name, hold.kind, hold.owner,
+    LockLoss loss{hold.side->name(), hold.side->hold_key(), hold.owner, reason, std::move(message)};
+    logger()->warn("lock '{}' ({} hold of {}) lost: {} ({})", hold.side->name(), hold.side->kind(), hold.owner,
                    to_string(reason), loss.message);
     return loss;
 }
 
 void RedisLockClient::Impl::report(const std::shared_ptr<Hold>& hold, const LockLoss& loss) {
-    for (const auto* cb : {&options.on_lost, &hold->on_lost}) {
+    using Callback = std::function<void(const LockLoss&)>;
+    for (const Callback* cb : {static_cast<const Callback*>(&options.on_lost), &hold->side->settings().on_lost}) {
         if (!*cb) continue;
         try {
             (*cb)(loss);
@@ -266,7 +276,7 @@ namespace {
 // was sent may mean it ran: a fresh acquisition then abandons whatever it may have created
 // (its owner is unique to this thread and it holds nothing locally, so that is safe), and the
 // lease bounds the damage if even that fails.
-AttemptResult attempt_once(RedisLockClient::Impl& impl, LockSide& side, const std::string& owner,
+AttemptResult attempt_once(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner,
                            milliseconds lease, bool expect_held, const WaitTicket* ticket) {
     fault::point(side.fault_points().before_acquire);
     impl.stats.acquire_attempts.fetch_add(1);
@@ -290,7 +300,7 @@ AttemptResult attempt_once(RedisLockClient::Impl& impl, LockSide& side, const st
 
 // A waiter that gives up withdraws its queue entry or claim. Best effort: if that fails (server
 // unreachable) the entry expires on its own (waiter_grace after the planned re-check).
-void leave_quietly(LockSide& side, const std::string& owner, const WaitTicket& ticket) {
+void leave_quietly(const LockSide& side, const std::string& owner, const WaitTicket& ticket) {
     try {
         side.leave(owner, ticket);
     } catch (const std::exception& e) {
@@ -300,120 +310,146 @@ void leave_quietly(LockSide& side, const std::string& owner, const WaitTicket& t
 
 }  // namespace
 
-bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings,
+// What one acquire call carries through its stages.
+struct RedisLockClient::Impl::Acquisition {
+    const std::shared_ptr<const LockSide>& side;
+    const std::string owner;  // this thread's owner id
+    const std::string hid;    // hold_id(side->hold_key(), owner)
+    const SteadyTime started = SteadyClock::now();  // stats.acquire_latency
+};
+
+// The flow: re-entry (L6), else a fresh try, else wait for a turn (L7, L9). A thread whose
+// client already listens on the lock's channel (another of its threads waits there) goes
+// straight to the queuing try: a plain try would only find the lock busy and cost one more
+// script per acquisition (issue 14 item 4).
+bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
                                     std::optional<SteadyTime> deadline) {
     Use use(*this);
-    const SteadyTime started = SteadyClock::now();  // stats.acquire_latency
-    const std::string owner = owner_of_this_thread();
-    const std::string hid = hold_id(side.hold_key(), owner);
+    std::string owner = owner_of_this_thread();
+    std::string hid = hold_id(side->hold_key(), owner);
+    Acquisition a{side, std::move(owner), std::move(hid)};
     std::shared_ptr<Hold> held;
     {
         MutexLock lock(mutex);
-        absorb_one_unlock.erase(hid);
-        auto it = holds.find(hid);
+        absorb_one_unlock.erase(a.hid);
+        auto it = holds.find(a.hid);
         if (it != holds.end()) held = it->second;
     }
+    if (held) return reenter(a, held);
 
-    // L6: re-entry. It still goes to Redis: that refreshes the lease and notices a lost hold.
-    if (held) {
-        {
-            MutexLock lock(mutex);
-            if (held->lost) {
-                throw LockLostError("lock '" + side.name() + "': re-entering a " + side.kind() +
-                                    " hold that was lost; unlock it first");
-            }
-        }
-        const SteadyTime sent = SteadyClock::now();
-        AttemptResult r = attempt_once(*this, side, owner, held->lease, true, nullptr);
-        if (r.status == AttemptStatus::Reentered) {
-            MutexLock lock(mutex);
-            ++held->count;
-            held->valid_until = std::max(held->valid_until, sent + held->lease);
-            if (!held->renew) held->next_check = held->valid_until;
-            return true;
-        }
-        if (r.status == AttemptStatus::Lost) {
-            std::optional<LockLoss> loss;
-            {
-                MutexLock lock(mutex);
-                loss =
-                    mark_lost_locked(*held, LockLossReason::FoundGone, "gone when the holder re-entered it");
-            }
-            if (loss) report(held, *loss);
-            throw LockLostError("lock '" + side.name() + "': the " + side.kind() +
-                                " hold being re-entered was lost (lease ran out or server restarted)");
-        }
-        throw ProtocolError("lock '" + side.name() + "': unexpected answer to a re-entry");
+    const bool may_wait = deadline && SteadyClock::now() < *deadline;
+    if (!may_wait || !listening_on(side->wait_channel())) {
+        AttemptResult r;
+        if (try_fresh(a, nullptr, r)) return true;
+        if (!deadline || SteadyClock::now() >= *deadline) return false;
     }
+    return wait_for_turn(a, *deadline);
+}
 
-    auto register_hold = [&](SteadyTime sent, FenceToken token) {
-        auto h = std::make_shared<Hold>();
-        h->name = side.name();
-        h->key = side.hold_key();
-        h->owner = owner;
-        h->kind = side.kind();
-        h->lease = settings.lease;
-        h->renew = settings.renew;
-        h->renew_call = side.renew_call(owner, settings.lease);
-        h->release_call = side.release_call(owner);
-        h->on_lost = settings.on_lost;
-        h->count = 1;
-        h->token = token;
-        h->valid_until = sent + settings.lease;
-        h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
-        stats.acquired.fetch_add(1);
-        h->acquired_at = SteadyClock::now();
-        stats.acquire_latency.record(h->acquired_at - started);
-        bool wake_watchdog = false;
+// L6: re-entry. It still goes to Redis: that refreshes the lease and notices a lost hold.
+bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<Hold>& held) {
+    const LockSide& side = *a.side;
+    {
+        MutexLock lock(mutex);
+        if (held->lost) {
+            throw LockLostError("lock '" + side.name() + "': re-entering a " + side.kind() +
+                                " hold that was lost; unlock it first");
+        }
+    }
+    const SteadyTime sent = SteadyClock::now();
+    AttemptResult r = attempt_once(*this, side, a.owner, held->lease, true, nullptr);
+    if (r.status == AttemptStatus::Reentered) {
+        MutexLock lock(mutex);
+        ++held->count;
+        held->valid_until = std::max(held->valid_until, sent + held->lease);
+        if (!held->renew) held->next_check = held->valid_until;
+        return true;
+    }
+    if (r.status == AttemptStatus::Lost) {
+        std::optional<LockLoss> loss;
         {
             MutexLock lock(mutex);
-            wake_watchdog = h->next_check < watchdog_wakes_at;
-            holds[hid] = std::move(h);
+            loss = mark_lost_locked(*held, LockLossReason::FoundGone, "gone when the holder re-entered it");
         }
-        if (wake_watchdog) watchdog_cv.notify_all();
-    };
+        if (loss) report(held, *loss);
+        throw LockLostError("lock '" + side.name() + "': the " + side.kind() +
+                            " hold being re-entered was lost (lease ran out or server restarted)");
+    }
+    throw ProtocolError("lock '" + side.name() + "': unexpected answer to a re-entry");
+}
 
-    // Runs one fresh attempt; true when the outcome is final (acquired).
-    auto fresh = [&](const WaitTicket* ticket, AttemptResult& out) -> bool {
-        for (int tries = 0;; ++tries) {
-            const SteadyTime sent = SteadyClock::now();
-            out = attempt_once(*this, side, owner, settings.lease, false, ticket);
-            switch (out.status) {
-                case AttemptStatus::Acquired:
-                    register_hold(sent, out.value);
-                    if (!confirm_new_hold(*this, side, owner, sent)) continue;  // L8 (replication_wait.h)
-                    return true;
-                case AttemptStatus::Busy:
-                    return false;
-                case AttemptStatus::UpgradeRefused:
-                    throw LockUpgradeError(
-                        "lock '" + side.name() +
-                        "': this thread holds the read side; read -> write upgrade is refused "
-                        "(release the read lock first)");
-                case AttemptStatus::Reentered:
-                    // Redis names this thread as holder but this process does not know the hold (an
-                    // earlier acquire whose reply was lost): drop it and acquire properly.
-                    if (tries > 0)
-                        throw ProtocolError("lock '" + side.name() + "': stale hold could not be cleared");
-                    side.release(owner, true);
-                    continue;
-                case AttemptStatus::Lost:
-                    break;
-            }
-            throw ProtocolError("lock '" + side.name() + "': unexpected answer to an acquire");
+// A new hold enters the registry. The watchdog is woken only when this hold needs a check
+// earlier than the one it already sleeps towards: an acquisition (and so every hand-over) does
+// not cost the watchdog a wake-up and the process a context switch.
+void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, FenceToken token) {
+    const HoldSettings& settings = a.side->settings();
+    auto h = std::make_shared<Hold>();
+    h->side = a.side;
+    h->owner = a.owner;
+    h->lease = settings.lease;
+    h->renew = settings.renew;
+    h->count = 1;
+    h->token = token;
+    h->valid_until = sent + settings.lease;
+    h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
+    stats.acquired.fetch_add(1);
+    h->acquired_at = SteadyClock::now();
+    stats.acquire_latency.record(h->acquired_at - a.started);
+    bool wake_watchdog = false;
+    {
+        MutexLock lock(mutex);
+        wake_watchdog = h->next_check < watchdog_wakes_at;
+        holds[a.hid] = std::move(h);
+    }
+    if (wake_watchdog) watchdog_cv.notify_all();
+}
+
+// One fresh attempt (plain, or queuing with `ticket`); true when acquired, false when busy.
+bool RedisLockClient::Impl::try_fresh(Acquisition& a, const WaitTicket* ticket, AttemptResult& out) {
+    const LockSide& side = *a.side;
+    for (int tries = 0;; ++tries) {
+        const SteadyTime sent = SteadyClock::now();
+        out = attempt_once(*this, side, a.owner, side.settings().lease, false, ticket);
+        switch (out.status) {
+            case AttemptStatus::Acquired:
+                register_hold(a, sent, out.value);
+                if (!confirm_new_hold(*this, side, a.owner, sent)) continue;  // L8 (replication_wait.h)
+                return true;
+            case AttemptStatus::Busy:
+                return false;
+            case AttemptStatus::UpgradeRefused:
+                throw LockUpgradeError("lock '" + side.name() +
+                                       "': this thread holds the read side; read -> write upgrade is refused "
+                                       "(release the read lock first)");
+            case AttemptStatus::Reentered:
+                // Redis names this thread as holder but this process does not know the hold (an
+                // earlier acquire whose reply was lost): drop it and acquire properly.
+                if (tries > 0) throw ProtocolError("lock '" + side.name() + "': stale hold could not be cleared");
+                side.release(a.owner, true);
+                continue;
+            case AttemptStatus::Lost:
+                break;
         }
-    };
+        throw ProtocolError("lock '" + side.name() + "': unexpected answer to an acquire");
+    }
+}
 
-    AttemptResult r;
-    if (fresh(nullptr, r)) return true;
-    if (!deadline || SteadyClock::now() >= *deadline) return false;
+bool RedisLockClient::Impl::listening_on(const std::string& channel) {
+    MutexLock lock(rooms_mutex);
+    return rooms.find(channel) != rooms.end();
+}
 
-    // L7: subscribe first, then retry, then sleep until a release message or the re-check time.
+// L7: subscribe first, then a queuing try, then sleep until a release message or the re-check
+// time, and again. The subscription is confirmed before the try, so a release published after
+// the try reaches this waiter.
+bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
+    const LockSide& side = *a.side;
     Waiter waiter;
     waiter.id = id + ":w" + std::to_string(next_waiter.fetch_add(1));
     std::shared_ptr<Room> room = join_room(side.wait_channel(), side.wake_rule(), waiter);
     WaitTicket ticket{waiter.id, "", -1};
     bool ticketed = false;
+    AttemptResult r;
     try {
         for (;;) {
             {
@@ -424,18 +460,18 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
             if (is_closed()) {
                 throw LockClientClosedError("lock '" + side.name() + "': the lock client was destroyed while this thread waited");
             }
-            const bool unbounded = *deadline == SteadyTime::max();
-            ticket.wait_left_ms = unbounded ? -1 : ms_until(*deadline, SteadyClock::now());
+            const bool unbounded = deadline == SteadyTime::max();
+            ticket.wait_left_ms = unbounded ? -1 : ms_until(deadline, SteadyClock::now());
             ticketed = true;
-            if (fresh(&ticket, r)) {
+            if (try_fresh(a, &ticket, r)) {
                 leave_room(room, waiter);
                 return true;
             }
             if (!r.queue_score.empty()) ticket.queue_score = r.queue_score;
             const SteadyTime now = SteadyClock::now();
-            if (now >= *deadline) {
+            if (now >= deadline) {
                 ticketed = false;
-                leave_quietly(side, owner, ticket);
+                leave_quietly(side, a.owner, ticket);
                 leave_room(room, waiter);
                 return false;
             }
@@ -444,7 +480,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
             // process at the head of the queue, a lost message) leaves a free lock untaken for at
             // most that long, not for the holder's whole lease.
             const long long recheck = std::min<long long>(std::max(0LL, r.value), options.claim_refresh.count());
-            const SteadyTime wake_at = std::min(*deadline, now + milliseconds(recheck) + milliseconds(1));
+            const SteadyTime wake_at = std::min(deadline, now + milliseconds(recheck) + milliseconds(1));
             fault::point("locks.wait.before_sleep");
             {
                 MutexLock lock(room->mutex);
@@ -455,7 +491,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
             fault::point("locks.wait.after_sleep");
         }
     } catch (...) {
-        if (ticketed) leave_quietly(side, owner, ticket);
+        if (ticketed) leave_quietly(side, a.owner, ticket);
         leave_room(room, waiter);
         throw;
     }
@@ -464,7 +500,7 @@ bool RedisLockClient::Impl::acquire(LockSide& side, const HoldSettings& settings
 // ---------------------------------------------------------------------------------------------
 // Release
 
-void RedisLockClient::Impl::release(LockSide& side, bool checked) {
+void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
     const std::string owner = owner_of_this_thread();
     const std::string hid = hold_id(side.hold_key(), owner);
     std::shared_ptr<Hold> held;
@@ -614,9 +650,11 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
     fault::point("locks.watchdog.before_renew");
     const SteadyTime sent = SteadyClock::now();
     std::vector<std::vector<std::string>> commands;
+    std::vector<RenewCall> calls;  // built here, not per acquisition: most holds never renew
     commands.reserve(due.size());
+    calls.reserve(due.size());
     for (const auto& h : due) {
-        const RenewCall& c = h->renew_call;
+        const RenewCall& c = calls.emplace_back(h->side->renew_call(h->owner, h->lease));
         std::vector<std::string> cmd{"EVALSHA", c.script->sha1(), std::to_string(c.keys.size())};
         cmd.insert(cmd.end(), c.keys.begin(), c.keys.end());
         cmd.insert(cmd.end(), c.args.begin(), c.args.end());
@@ -629,7 +667,7 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
         for (std::size_t i = 0; i < replies.size() && i < due.size(); ++i) {
             // After SCRIPT FLUSH or a server restart: eval() loads the script and retries.
             if (replies[i].is_error() && replies[i].error_message().rfind("NOSCRIPT", 0) == 0) {
-                const RenewCall& c = due[i]->renew_call;
+                const RenewCall& c = calls[i];
                 replies[i] = redis.eval(*c.script, c.keys, c.args);
             }
         }
@@ -665,7 +703,7 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
                         losses.emplace_back(due[i], *loss);
                     }
                 } else {
-                    logger()->warn("lock '{}': renewal failed, retrying: {}", h.name, why);
+                    logger()->warn("lock '{}': renewal failed, retrying: {}", h.side->name(), why);
                     auto retry =
                         std::clamp<SteadyClock::duration>(h.lease / 10, milliseconds(10), milliseconds(1000));
                     h.next_check = std::min(h.valid_until, now + retry);

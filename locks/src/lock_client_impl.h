@@ -68,38 +68,51 @@ enum class WakeRule {
     Broadcast,    // rw lock: 'r', 'w' or 'l' wakes every waiter of the name on this client
 };
 
-// One acquirable side of a lock.
+struct HoldSettings {
+    std::chrono::milliseconds lease{30000};
+    bool renew = true;
+    std::function<void(const LockLoss&)> on_lost;
+};
+
+// One acquirable side of a lock, built once per lock object (issue 14: its keys, channel and
+// fixed arguments are strings made at construction, not at every call) and immutable after, so
+// threads share it and a hold keeps it alive (the watchdog builds its renewal from it).
 class LockSide {
 public:
+    explicit LockSide(HoldSettings settings) : settings_(std::move(settings)) {}
     virtual ~LockSide() = default;
+    // The lock object's lease, renewal and loss callback, chosen once.
+    const HoldSettings& settings() const noexcept { return settings_; }
     virtual const char* kind() const = 0;  // "mutex", "read", "write"
     virtual const SideFaultPoints& fault_points() const = 0;
     virtual const std::string& name() const = 0;
     // The key a hold of this side lives in; with the owner it identifies the hold.
     virtual const std::string& hold_key() const = 0;
     // Channel this client listens on while waiting.
-    virtual std::string wait_channel() const = 0;
+    virtual const std::string& wait_channel() const = 0;
     // Runs the acquire script. `ticket` is null for a first try without waiting.
     virtual AttemptResult attempt(const std::string& owner, std::chrono::milliseconds lease, bool expect_held,
-                                  const WaitTicket* ticket) = 0;
+                                  const WaitTicket* ticket) const = 0;
     // A waiter that gives up withdraws (queue entry, writer claim). Best effort.
-    virtual void leave(const std::string& owner, const WaitTicket& ticket) = 0;
+    virtual void leave(const std::string& owner, const WaitTicket& ticket) const = 0;
     // Runs the release script: 0 not held by owner, 1 still held (reentrant), 2 released.
-    virtual int release(const std::string& owner, bool last) = 0;
+    virtual int release(const std::string& owner, bool last) const = 0;
     virtual RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const = 0;
     // The last release of owner's hold, as the client sends it when it is destroyed.
     virtual RenewCall release_call(const std::string& owner) const = 0;
     virtual WakeRule wake_rule() const = 0;
+
+private:
+    HoldSettings settings_;
 };
 
-// One thread's hold of one lock side, as this process sees it.
+// One thread's hold of one lock side, as this process sees it. Its name, key, kind, calls and
+// callback come from the side (shared, built once per lock object, not copied per hold).
 struct Hold {
-    std::string name, key, owner, kind;
+    std::shared_ptr<const LockSide> side;
+    std::string owner;
     std::chrono::milliseconds lease{0};
     bool renew = true;
-    RenewCall renew_call;
-    RenewCall release_call;
-    std::function<void(const LockLoss&)> on_lost;
 
     // Guarded by Impl::mutex.
     int count = 0;
@@ -109,12 +122,6 @@ struct Hold {
     bool lost = false;
     bool active = true;  // false once unlocked or forgotten: late renewal results are ignored
     SteadyTime acquired_at{};  // stats.hold_time
-};
-
-struct HoldSettings {
-    std::chrono::milliseconds lease{30000};
-    bool renew = true;
-    std::function<void(const LockLoss&)> on_lost;
 };
 
 struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Impl> {
@@ -128,10 +135,19 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     void close() EXCLUDES(mutex, rooms_mutex);
 
     // The generic flows. `deadline` unset: one attempt, no waiting; SteadyTime::max(): forever.
-    bool acquire(LockSide& side, const HoldSettings& settings, std::optional<SteadyTime> deadline) EXCLUDES(mutex);
+    bool acquire(const std::shared_ptr<const LockSide>& side, std::optional<SteadyTime> deadline) EXCLUDES(mutex);
     // `checked`: LockLostError for a lost hold, the Redis error for a failed release. Otherwise
     // both are reported (log, counters, on_lost) and nothing is thrown but NotOwnerError.
-    void release(LockSide& side, bool checked) EXCLUDES(mutex);
+    void release(const LockSide& side, bool checked) EXCLUDES(mutex);
+
+    // The stages of acquire (issue 14 item 7), each with its invariant where it is defined.
+    struct Acquisition;
+    bool reenter(Acquisition& a, const std::shared_ptr<Hold>& held);
+    bool try_fresh(Acquisition& a, const WaitTicket* ticket, AttemptResult& out);
+    void register_hold(Acquisition& a, SteadyTime sent, FenceToken token);
+    bool wait_for_turn(Acquisition& a, SteadyTime deadline);
+    // True when another thread of this client already listens on `channel` (it waits there).
+    bool listening_on(const std::string& channel);
 
     // One call that may use `redis`: refused once the client is closed; close() waits for the
     // calls under way.

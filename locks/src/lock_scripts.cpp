@@ -3,8 +3,10 @@
 // Time: every expiry computed in a script uses the server clock (redis.call('TIME'), allowed
 // in scripts since Redis 5 with effect replication, the only mode of Redis 7), never a client
 // clock (L2). Numbers: Lua numbers are doubles; every value here (µs since 1970 ~ 1.8e15,
-// fencing tokens, ms) is an integer below 2^53, so it is exact, and it is written to Redis with
-// '%.0f' (Lua's tostring would use exponent notation).
+// fencing tokens, ms) is an integer below 2^53, so it is exact. Passed to redis.call as a number
+// it is written '%.17g' by Redis (all digits, no exponent below 1e17); string.format('%.0f') is
+// only needed where a number becomes a string inside Lua (Lua's tostring would use exponent
+// notation).
 #include "lock_scripts.h"
 
 #include <string>
@@ -24,15 +26,35 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 // counter lives (last + 1), and never below the server clock in µs. The clock floor keeps tokens
 // increasing after the counter expired, was deleted, or was lost with a restarted server (no
 // persistence) or a failover, as long as the server clock does not go back (docs/locks.md).
+// Cost (issue 14): one SET … GET writes the clock and reads the last token in one call; only when
+// the last token is not below the clock (the clock went back, or two acquisitions in one µs) a
+// second SET writes last + 1. Numbers go to Redis as Lua numbers (Redis formats them '%.17g':
+// exact integers below 2^53), so no string.format on the server's hot path.
 constexpr const char* kNextFence = R"lua(
-local function next_fence(key, ttl)
-  local last = tonumber(redis.call('get', key) or '0') or 0
+local function next_fence(key, ttl, clock_us)
+  local token = clock_us
+  local last = tonumber(redis.call('set', key, token, 'px', ttl, 'get'))
   -- A counter written from outside ('inf', 'nan', beyond 2^53) is not a token: the clock rules.
-  if not (last < 9007199254740992) then last = 0 end
-  local token = now_us
-  if last >= token then token = last + 1 end
-  redis.call('set', key, string.format('%.0f', token), 'px', ttl)
+  if last and last >= token and last < 9007199254740992 then
+    token = last + 1
+    redis.call('set', key, token, 'px', ttl)
+  end
   return token
+end
+)lua";
+
+// Server time for the mutex scripts, read only on the paths that need it (a fresh acquisition's
+// fencing token, a waiter's queue entry, a release that has waiters to wake): TIME and its two
+// string-to-number conversions were the largest part of an uncontended cycle's server time.
+constexpr const char* kLazyClock = R"lua(
+local now_us, now_ms
+local function clock()
+  if not now_us then
+    local t = redis.call('time')
+    now_us = t[1] * 1000000 + t[2]
+    now_ms = math.floor(now_us / 1000)
+  end
+  return now_us
 end
 )lua";
 
@@ -48,6 +70,7 @@ constexpr const char* kWakeNext = R"lua(
 local function wake_next(lock_key, q, qx)
   -- Nobody waits (the common, uncontended case): one cheap check instead of two range scans.
   if redis.call('exists', q) == 0 then return 0 end
+  clock()
   local dead = redis.call('zrangebyscore', qx, '-inf', now_ms, 'limit', 0, 64)
   for _, w in ipairs(dead) do
     redis.call('zrem', q, w)
@@ -166,51 +189,60 @@ std::string join(std::initializer_list<const char*> parts) {
 
 }  // namespace
 
-// KEYS: 1 lock hash, 2 fence counter, 3 waiter queue (arrival order), 4 waiter expiries.
-// ARGV: 1 owner, 2 lease ms, 3 '1' if the caller believes it holds the lock already,
-//       4 waiter id ('' = not waiting), 5 waiter's queue score ('' = first time),
-//       6 caller's remaining wait ms (-1 = unbounded), 7 waiter grace ms, 8 fence counter TTL ms.
+// KEYS: 1 lock hash, 2 fence counter; a waiter adds 3 waiter queue (arrival order),
+//       4 waiter expiries (a plain try passes 2 keys: it never touches the queue).
+// ARGV: 1 owner, 2 lease ms, 3 fence counter TTL ms, or 're' when the caller re-enters a hold it
+//       believes it has; a waiter adds 4 waiter id, 5 its queue score ('' = first time),
+//       6 its remaining wait ms (-1 = unbounded), 7 waiter grace ms.
 // Returns {2, token} acquired; {1, 0} re-entered; {-2, 0} caller's hold is gone;
 //         {0, ms} busy: ms = re-check after (pttl, or for a waiter min(pttl, wait left)),
 //         and a waiter also gets {0, ms, queue score}.
+// Stages, cheapest first (issue 14): one PTTL tells free (-2), foreign without TTL (-1) and held;
+// a free lock is taken with HSET, PEXPIRE and the fencing token (TIME, SET … GET): 5 calls.
 const RedisScript& mutex_acquire() {
-    static const RedisScript script(join({kNow, kNextFence, R"lua(
+    static const RedisScript script(join({kLazyClock, kNextFence, R"lua(
 local owner = ARGV[1]
-local lease = tonumber(ARGV[2])
+local lease = ARGV[2]
+local reentry = ARGV[3] == 're'
 local waiter = ARGV[4]
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
+  -- L10: the caller is re-entering a hold that is no longer there (lease ran out, server
+  -- restarted): report it; re-creating it would hide that the outer section was unprotected.
+  if reentry then return {-2, 0} end
+  -- L1, L2: owner and server-side TTL are set in one atomic step; no client clock involved.
+  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], lease)
+  if waiter then
+    redis.call('zrem', KEYS[3], waiter)
+    redis.call('zrem', KEYS[4], waiter)
+  end
+  return {2, next_fence(KEYS[2], ARGV[3], clock())}
+end
 -- B6: every hold these scripts create gets its TTL in the same step (L1). A lock hash without
 -- one was written from outside (an HSET onto a free lock) and would block the name for ever:
 -- it is foreign, and expires after one lease like an abandoned hold.
-if redis.call('pttl', KEYS[1]) == -1 then redis.call('pexpire', KEYS[1], lease) end
+if pttl == -1 then
+  redis.call('pexpire', KEYS[1], lease)
+  pttl = tonumber(lease)
+end
 -- L6: the owner again: a reentrant hold, one more count, lease refreshed, no new token.
 if redis.call('hexists', KEYS[1], owner) == 1 then
   redis.call('hincrby', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
   return {1, 0}
 end
--- L10: the caller is re-entering a hold that is no longer there (lease ran out, server
--- restarted): report it; re-creating it would hide that the outer section was unprotected.
-if ARGV[3] == '1' then return {-2, 0} end
-if redis.call('exists', KEYS[1]) == 0 then
-  -- L1, L2: owner and server-side TTL are set in one atomic step; no client clock involved.
-  redis.call('hset', KEYS[1], owner, 1)
-  redis.call('pexpire', KEYS[1], lease)
-  if waiter ~= '' then
-    redis.call('zrem', KEYS[3], waiter)
-    redis.call('zrem', KEYS[4], waiter)
-  end
-  return {2, next_fence(KEYS[2], tonumber(ARGV[8]))}
-end
-local pttl = redis.call('pttl', KEYS[1])
-if waiter == '' then return {0, pttl} end
+-- L10, as above: held, but not by the caller any more.
+if reentry then return {-2, 0} end
+if not waiter then return {0, pttl} end
 -- L7, L9: the waiter queues (keeping its first arrival score on later tries, so losing a race
 -- to a barging acquirer does not cost its place) and sleeps until a release wakes it or the
 -- holder's lease could have run out. Its entry expires if it dies (grace after its re-check).
+clock()
 local score = ARGV[5]
-if score == '' then score = string.format('%.0f', now_us) end
+if score == '' then score = now_us end
 local again = pttl
 local wait_left = tonumber(ARGV[6])
-if again < 0 then again = lease end
 if wait_left >= 0 and wait_left < again then again = wait_left end
 if again < 1 then again = 1 end
 local keep = again + tonumber(ARGV[7])
@@ -219,7 +251,8 @@ redis.call('zadd', KEYS[4], now_ms + keep, waiter)
 for i = 3, 4 do
   if redis.call('pttl', KEYS[i]) < keep then redis.call('pexpire', KEYS[i], keep) end
 end
-return {0, again, score}
+-- The score goes back as an integer reply (exact below 2^53), not a formatted float.
+return {0, again, tonumber(score)}
 )lua"}));
     return script;
 }
@@ -228,7 +261,7 @@ return {0, again, score}
 // ARGV: 1 owner, 2 '1' for the owner's last unlock (its local count reached zero).
 // Returns 0 not held by this owner (nothing changed); 1 still held (reentrant); 2 released.
 const RedisScript& mutex_release() {
-    static const RedisScript script(join({kNow, kWakeNext, R"lua(
+    static const RedisScript script(join({kLazyClock, kWakeNext, R"lua(
 -- L3, L4, L10: check and delete in one script: a release by anyone but the owner changes
 -- nothing (the owner's lease ran out and someone else holds it now, or it never held it).
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end
@@ -251,7 +284,7 @@ return 2
 // KEYS: 1 lock hash, 2 waiter queue, 3 waiter expiries. ARGV: 1 waiter id. Returns 1 if it
 // woke someone.
 const RedisScript& mutex_leave_queue() {
-    static const RedisScript script(join({kNow, kWakeNext, R"lua(
+    static const RedisScript script(join({kLazyClock, kWakeNext, R"lua(
 redis.call('zrem', KEYS[2], ARGV[1])
 redis.call('zrem', KEYS[3], ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then return wake_next(KEYS[1], KEYS[2], KEYS[3]) end
@@ -424,7 +457,7 @@ if again then return wait_turn(again, KEYS[4], KEYS[6], 'w:', owner) end
 drop_claim(KEYS[4], KEYS[6], 'w:', owner)
 redis.call('hset', KEYS[1], owner, 1)
 redis.call('pexpire', KEYS[1], lease)
-return {2, next_fence(KEYS[7], tonumber(ARGV[8]))}
+return {2, next_fence(KEYS[7], ARGV[8], now_us)}
 )lua"}));
     return script;
 }

@@ -12,8 +12,8 @@ namespace {
 // announced to all of this lock's waiters (waiting readers may all read together).
 class ReadSide final : public LockSide {
 public:
-    ReadSide(RedisLockClient::Impl& impl, const LockKeys& keys)
-        : impl_(impl), keys_(keys), key_(keys.rw_readers()) {}
+    ReadSide(RedisLockClient::Impl& impl, const LockKeys& keys, HoldSettings settings)
+        : LockSide(std::move(settings)), impl_(impl), keys_(keys), key_(keys.rw_readers()), channel_(keys.rw_channel()) {}
 
     const char* kind() const override { return "read"; }
     const SideFaultPoints& fault_points() const override {
@@ -23,10 +23,10 @@ public:
     }
     const std::string& name() const override { return keys_.name(); }
     const std::string& hold_key() const override { return key_; }
-    std::string wait_channel() const override { return keys_.rw_channel(); }
+    const std::string& wait_channel() const override { return channel_; }
 
     AttemptResult attempt(const std::string& owner, std::chrono::milliseconds lease, bool expect_held,
-                          const WaitTicket* ticket) override {
+                          const WaitTicket* ticket) const override {
         return parse_attempt(
             impl_.redis.eval(lock_scripts::rw_read_acquire(),
                              {keys_.rw_writer(), key_, keys_.rw_reader_expiry(), keys_.rw_writer_claims(),
@@ -35,11 +35,11 @@ public:
                               ticket ? std::to_string(ticket->wait_left_ms) : "-1",
                               ms(impl_.options.claim_refresh), ms(impl_.options.waiter_grace)}));
     }
-    void leave(const std::string& owner, const WaitTicket&) override {
+    void leave(const std::string& owner, const WaitTicket&) const override {
         impl_.redis.eval(lock_scripts::rw_leave(), {keys_.rw_reader_claims(), keys_.rw_claim_expiry()},
                          {owner, "r:", keys_.rw_channel()});
     }
-    int release(const std::string& owner, bool last) override {
+    int release(const std::string& owner, bool last) const override {
         return static_cast<int>(impl_.redis
                                     .eval(lock_scripts::rw_read_release(), {key_, keys_.rw_reader_expiry()},
                                           {owner, last ? "1" : "0", keys_.rw_channel()})
@@ -55,15 +55,15 @@ public:
 
 private:
     RedisLockClient::Impl& impl_;
-    const LockKeys& keys_;
-    std::string key_;
+    const LockKeys keys_;  // a copy: a hold keeps the side alive after the lock object is gone
+    const std::string key_, channel_;
 };
 
 // The write side: like a mutex hash. Waiting readers and writers take turns by claim arrival.
 class WriteSide final : public LockSide {
 public:
-    WriteSide(RedisLockClient::Impl& impl, const LockKeys& keys)
-        : impl_(impl), keys_(keys), key_(keys.rw_writer()) {}
+    WriteSide(RedisLockClient::Impl& impl, const LockKeys& keys, HoldSettings settings)
+        : LockSide(std::move(settings)), impl_(impl), keys_(keys), key_(keys.rw_writer()), channel_(keys.rw_channel()) {}
 
     const char* kind() const override { return "write"; }
     const SideFaultPoints& fault_points() const override {
@@ -73,10 +73,10 @@ public:
     }
     const std::string& name() const override { return keys_.name(); }
     const std::string& hold_key() const override { return key_; }
-    std::string wait_channel() const override { return keys_.rw_channel(); }
+    const std::string& wait_channel() const override { return channel_; }
 
     AttemptResult attempt(const std::string& owner, std::chrono::milliseconds lease, bool expect_held,
-                          const WaitTicket* ticket) override {
+                          const WaitTicket* ticket) const override {
         return parse_attempt(impl_.redis.eval(
             lock_scripts::rw_write_acquire(),
             {key_, keys_.rw_readers(), keys_.rw_reader_expiry(), keys_.rw_writer_claims(),
@@ -85,11 +85,11 @@ public:
              ticket ? std::to_string(ticket->wait_left_ms) : "-1", ms(impl_.options.claim_refresh),
              ms(impl_.options.waiter_grace), ms(impl_.options.fence_counter_ttl)}));
     }
-    void leave(const std::string& owner, const WaitTicket&) override {
+    void leave(const std::string& owner, const WaitTicket&) const override {
         impl_.redis.eval(lock_scripts::rw_leave(), {keys_.rw_writer_claims(), keys_.rw_claim_expiry()},
                          {owner, "w:", keys_.rw_channel()});
     }
-    int release(const std::string& owner, bool last) override {
+    int release(const std::string& owner, bool last) const override {
         return static_cast<int>(
             impl_.redis
                 .eval(lock_scripts::rw_write_release(), {key_}, {owner, last ? "1" : "0", keys_.rw_channel()})
@@ -105,8 +105,8 @@ public:
 
 private:
     RedisLockClient::Impl& impl_;
-    const LockKeys& keys_;
-    std::string key_;
+    const LockKeys keys_;  // a copy: a hold keeps the side alive after the lock object is gone
+    const std::string key_, channel_;
 };
 
 HoldSettings settings_of(const ReadWriteLockOptions& o) {
@@ -119,7 +119,11 @@ RedisReadWriteLock::RedisReadWriteLock(RedisLockClient& client, std::string name
                                        ReadWriteLockOptions options)
     : impl_(client.impl_), keys_(client.keys(name)), options_(std::move(options)) {
     if (options_.lease < std::chrono::milliseconds(3)) throw ConfigError("lease", "must be at least 3 ms");
+    read_side_ = std::make_shared<ReadSide>(*impl_, keys_, settings_of(options_));
+    write_side_ = std::make_shared<WriteSide>(*impl_, keys_, settings_of(options_));
 }
+
+RedisReadWriteLock::~RedisReadWriteLock() = default;
 
 void RedisReadWriteLock::check_upgrade() const {
     // Refused here, without a round trip, and again by the acquire script.
@@ -132,13 +136,9 @@ void RedisReadWriteLock::check_upgrade() const {
 
 bool RedisReadWriteLock::try_lock_until_steady(bool shared, std::chrono::steady_clock::time_point deadline) {
     auto& impl = this->impl();
-    if (shared) {
-        ReadSide side(impl, keys_);
-        return impl.acquire(side, settings_of(options_), deadline);
-    }
+    if (shared) return impl.acquire(read_side_, deadline);
     check_upgrade();
-    WriteSide side(impl, keys_);
-    return impl.acquire(side, settings_of(options_), deadline);
+    return impl.acquire(write_side_, deadline);
 }
 
 void RedisReadWriteLock::lock() {
@@ -151,18 +151,15 @@ void RedisReadWriteLock::lock() {
 
 bool RedisReadWriteLock::try_lock() {
     check_upgrade();
-    WriteSide side(impl(), keys_);
-    return impl().acquire(side, settings_of(options_), std::nullopt);
+    return impl().acquire(write_side_, std::nullopt);
 }
 
 void RedisReadWriteLock::unlock() {
-    WriteSide side(impl(), keys_);
-    impl().release(side, false);
+    impl().release(*write_side_, false);
 }
 
 void RedisReadWriteLock::unlock_checked() {
-    WriteSide side(impl(), keys_);
-    impl().release(side, true);
+    impl().release(*write_side_, true);
 }
 
 void RedisReadWriteLock::lock_shared() {
@@ -174,18 +171,15 @@ void RedisReadWriteLock::lock_shared() {
 }
 
 bool RedisReadWriteLock::try_lock_shared() {
-    ReadSide side(impl(), keys_);
-    return impl().acquire(side, settings_of(options_), std::nullopt);
+    return impl().acquire(read_side_, std::nullopt);
 }
 
 void RedisReadWriteLock::unlock_shared() {
-    ReadSide side(impl(), keys_);
-    impl().release(side, false);
+    impl().release(*read_side_, false);
 }
 
 void RedisReadWriteLock::unlock_shared_checked() {
-    ReadSide side(impl(), keys_);
-    impl().release(side, true);
+    impl().release(*read_side_, true);
 }
 
 bool RedisReadWriteLock::lost() const {

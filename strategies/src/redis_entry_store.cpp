@@ -112,6 +112,27 @@ public:
         return client_.eval(entry_scripts::remove_if_equals(), {key}, {expected}).integer() == 1;
     }
 
+    // Standalone: DEL written on a connection kept until finish() reads the reply. Cluster and
+    // Sentinel keep the default (their routing retries on MOVED / failover, one call at a time).
+    std::unique_ptr<PendingRemove> start_remove(const std::string& key) override {
+        if (client_.options().topology != RedisTopology::Standalone) return EntryStore::start_remove(key);
+        struct Sent final : PendingRemove {
+            explicit Sent(PooledRedisConnection c) : conn(std::move(c)) {}
+            ~Sent() override {
+                if (!received) conn->abandon();  // its reply is still on the wire
+            }
+            void finish() override {
+                received = true;
+                conn->receive().throw_if_error();
+            }
+            PooledRedisConnection conn;
+            bool received = false;
+        };
+        auto conn = client_.connection_for_key(key);
+        conn->send({"DEL", key});
+        return std::make_unique<Sent>(std::move(conn));
+    }
+
     void remove(const std::vector<std::string>& keys) override {
         if (keys.empty()) return;
         if (keys.size() == 1) {

@@ -135,6 +135,36 @@ bool RepositoryCore::State::delete_key(const std::string& key) {
     }
 }
 
+std::unique_ptr<PendingRemove> RepositoryCore::State::start_delete(const std::string& key) {
+    const auto t0 = Clock::now();
+    try {
+        return store->start_remove(key);
+    } catch (const Error& e) {
+        lat.cache_error.record(Clock::now() - t0);
+        bump(c.deletes_failed);
+        cache_failed(e, "delete of " + key);
+        enqueue_retry(key);
+        return nullptr;
+    }
+}
+
+bool RepositoryCore::State::finish_delete(const std::string& key, std::unique_ptr<PendingRemove> pending) {
+    if (!pending) return false;  // sending failed: counted and queued for retry already
+    const auto t0 = Clock::now();
+    try {
+        pending->finish();
+        bump(c.deletes);
+        trace(key, "deleted (invalidation)");
+        return true;
+    } catch (const Error& e) {
+        lat.cache_error.record(Clock::now() - t0);
+        bump(c.deletes_failed);
+        cache_failed(e, "delete of " + key);
+        enqueue_retry(key);
+        return false;
+    }
+}
+
 void RepositoryCore::State::delete_later(const std::string& key, std::chrono::milliseconds delay) {
     std::weak_ptr<State> weak = weak_from_this();
     scheduler.run_after(delay, [weak, key] {

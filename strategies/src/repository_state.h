@@ -142,6 +142,10 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     // ---- deletes ----
     // DEL now; on failure hand the key to the retry queue. True if it landed.
     bool delete_key(const std::string& key);
+    // delete_key in two halves: the DEL sent (nullptr if sending failed: handled as a failed
+    // delete), then its reply collected. True if the delete reached Redis.
+    std::unique_ptr<PendingRemove> start_delete(const std::string& key);
+    bool finish_delete(const std::string& key, std::unique_ptr<PendingRemove> pending);
     void delete_later(const std::string& key, std::chrono::milliseconds delay);
     void enqueue_retry(const std::string& key) EXCLUDES(retry_mutex);
     void retry_delete(const std::string& key) EXCLUDES(retry_mutex);

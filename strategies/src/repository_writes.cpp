@@ -25,6 +25,14 @@ public:
               std::optional<std::string> entry)
         : state_(state), kind_(kind), key_(std::move(key)), version_(version), entry_(std::move(entry)) {}
 
+    // The strategy's first delete, already sent (deletes_before_commit): the next delete_now()
+    // collects its reply instead of sending another DEL. `pending` null: sending failed (counted
+    // and queued for retry already).
+    void adopt_sent_delete(std::unique_ptr<PendingRemove> pending) {
+        sent_delete_ = std::move(pending);
+        delete_in_flight_ = true;
+    }
+
     Kind kind() const noexcept override { return kind_; }
     const std::string& key() const noexcept override { return key_; }
     std::int64_t version() const noexcept override { return version_; }
@@ -32,7 +40,14 @@ public:
     // C10: misses of this key read the primary for a while (replica_reads.h). Before COMMIT.
     void mark_recent() { state_.replica->mark_written(key_); }
 
-    void delete_now() override { landed_ = state_.delete_key(key_) || landed_; }
+    void delete_now() override {
+        if (delete_in_flight_) {
+            delete_in_flight_ = false;
+            landed_ = state_.finish_delete(key_, std::move(sent_delete_)) || landed_;
+            return;
+        }
+        landed_ = state_.delete_key(key_) || landed_;
+    }
     void delete_after(std::chrono::milliseconds delay) override { state_.delete_later(key_, delay); }
     void set_if_newer() override { set(FillMode::IfNewer); }
     void set_unconditionally() override { set(FillMode::Always); }
@@ -76,6 +91,8 @@ private:
     std::string key_;
     std::int64_t version_;
     std::optional<std::string> entry_;
+    std::unique_ptr<PendingRemove> sent_delete_;
+    bool delete_in_flight_ = false;
 
 public:
     // True once a cache operation of this write reached Redis (its outbox row may then go).
@@ -235,6 +252,13 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
                                     " is stale, the row was written under token " + std::to_string(row_fence));
             }
         }
+        // DelayedDoubleDelete's first DEL goes out now, with the row locked and nothing written
+        // yet, and its reply is collected in before_commit(): the UPDATE's round trip hides the
+        // DEL's (issue 14 item 3). C3 is unchanged: the delete still precedes COMMIT, and the
+        // strategy's delete after COMMIT is what closes C3.
+        std::unique_ptr<PendingRemove> early_delete;
+        const bool early = strategy->deletes_before_commit();
+        if (early) early_delete = start_delete(keys.value(id));
         SqlParams params = ordered(mutate(*row));
         version = next_version(row->get<std::int64_t>(spec.version_column), row->get<std::int64_t>(kClockName));
         params.push_back(version);
@@ -243,6 +267,7 @@ std::optional<std::int64_t> RepositoryCore::State::update(std::int64_t id,
         tx.execute(fence ? sql.update_fenced : sql.update, params);
         auto entry = reread_written_row(tx, *this, id, sink, version);
         CoreWrite write(*this, WriteContext::Kind::Update, keys.value(id), version, std::move(entry));
+        if (early) write.adopt_sent_delete(std::move(early_delete));
         commit(tx, write, *strategy, opts.outbox.get());
     }
     lock.release();

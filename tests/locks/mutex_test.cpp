@@ -196,7 +196,7 @@ TEST_F(RedisMutexTest, L10_UnlockAfterLossThrowsAndNewOwnerKeepsTheLock) {
     EXPECT_EQ(reason, LockLossReason::LeaseEnded);
     ASSERT_TRUE(mb.try_lock());  // another client: another owner, even in this thread
     EXPECT_THROW(ma.unlock_checked(), LockLostError);
-    EXPECT_EQ(owner_field(*a_->redis, ma.keys()).substr(0, 32), b_->locks->id());
+    EXPECT_EQ(owner_field(*a_->redis, ma.keys()).substr(0, b_->locks->id().size() + 1), b_->locks->id() + ":");
     EXPECT_EQ(callbacks.load(), 1);  // reported once
     // Not holding any more: a further unlock is absorbed once (the guard pattern below), then
     // NotOwnerError.
@@ -309,7 +309,7 @@ TEST_F(RedisMutexTest, L5_RenewalRacingUnlockNeitherRecreatesNorExtends) {
     ASSERT_TRUE(renewed.wait_for(1, 3s));
     // It did not re-create A's hold, nor extend B's lock to A's lease, nor report a loss.
     const std::string owner = owner_field(*b_->redis, m.keys());
-    EXPECT_EQ(owner.substr(0, 32), b_->locks->id());
+    EXPECT_EQ(owner.substr(0, b_->locks->id().size() + 1), b_->locks->id() + ":");
     EXPECT_EQ(b_->redis->command({"HLEN", m.keys().mutex()}).integer(), 1);
     const long long pttl_after = b_->redis->command({"PTTL", m.keys().mutex()}).integer();
     EXPECT_LE(pttl_after, pttl_before);

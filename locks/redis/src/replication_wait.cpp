@@ -15,7 +15,7 @@ using std::chrono::milliseconds;
 
 // Forgets the just registered hold and releases it on the server (best effort: its lease ends it
 // otherwise). Nobody was told about the hold, so nothing is reported.
-void drop_new_hold(RedisLockClient::Impl& impl, LockSide& side, const std::string& owner) {
+void drop_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner) {
     {
         std::lock_guard lock(impl.mutex);
         auto it = impl.holds.find(hold_id(side.hold_key(), owner));
@@ -66,7 +66,7 @@ void check_replication_wait(const RedisLockClient::Impl& impl) {
     }
 }
 
-bool confirm_new_hold(RedisLockClient::Impl& impl, LockSide& side, const std::string& owner, SteadyTime sent) {
+bool confirm_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner, SteadyTime sent) {
     if (master_changed_since(impl, sent)) {
         logger()->info("lock '{}': the Redis master changed while it was being acquired; acquiring it again",
                        side.name());

@@ -32,7 +32,7 @@ std::vector<MasterReply> RedlockMasters::eval(const RedisScript& script, const s
     // Reads master i's reply; a restarted master answers NOSCRIPT once, then gets the source.
     auto collect = [&](std::size_t i) {
         try {
-            RedisReply r = std::move(conns[i].value()->receive().front());
+            RedisReply r = std::move(conns[i].value()->receive_pipeline().front());
             if (is_noscript(r)) r = conns[i].value()->command(command_of("EVAL", script.source(), keys, args));
             if (r.is_error()) {
                 out[i].error = r.error_message();
@@ -49,7 +49,7 @@ std::vector<MasterReply> RedlockMasters::eval(const RedisScript& script, const s
         if (!only.empty() && !only[i]) continue;
         try {
             conns[i].emplace(clients_[i]->connection());
-            conns[i].value()->send({evalsha});
+            conns[i].value()->send_pipeline({evalsha});
         } catch (const Error& e) {
             out[i].error = e.what();
             conns[i].reset();

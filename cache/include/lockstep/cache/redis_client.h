@@ -24,6 +24,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,11 @@ public:
     // EVALSHA, with SCRIPT LOAD + one retry on NOSCRIPT. Throws ProtocolError on a script error.
     RedisReply eval(const RedisScript& script, const std::vector<std::string>& keys,
                     const std::vector<std::string>& args);
+    // The same without copying keys and arguments (the locks' hot path: their keys are built
+    // once per lock object). Spans of views, e.g. from a std::array<std::string_view, N>. Its
+    // own name: an overload of eval would make eval(script, {}, {}) ambiguous.
+    RedisReply eval_views(const RedisScript& script, std::span<const std::string_view> keys,
+                          std::span<const std::string_view> args);
 
     std::optional<std::string> get(std::string_view key);
     // SET, with PX when ttl is given.

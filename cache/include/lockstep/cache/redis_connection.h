@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,14 +41,23 @@ public:
     RedisReply command(const std::vector<std::string>& args);
     // Same, without copying the arguments.
     RedisReply command(std::initializer_list<std::string_view> args);
+    RedisReply command(std::span<const std::string_view> args);
+    // One command sent without reading its reply, so the caller can overlap the round trip with
+    // other work (DelayedDoubleDelete's first DEL runs beside the UPDATE); receive() reads the
+    // reply. Until then nothing else may use the connection; a caller that will not receive()
+    // calls abandon(), and the pool drops the connection instead of lending it out with a reply
+    // that belongs to nobody.
+    void send(std::initializer_list<std::string_view> args);
+    RedisReply receive();
+    void abandon() noexcept { broken_ = true; }
     // Writes all commands, then reads all replies: one round trip. Error replies are returned.
     std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
     // pipeline() in two halves, so that one thread keeps requests in flight on several servers
-    // at once (Redlock's parallel fan-out): send() writes the commands and returns without
-    // reading, receive() reads their replies. Between the two the connection counts as
-    // broken(): a guard dropped before receive() discards it instead of lending it out of step.
-    void send(const std::vector<std::vector<std::string>>& commands);
-    std::vector<RedisReply> receive();
+    // at once (Redlock's parallel fan-out): send_pipeline() writes the commands and returns without
+    // reading, receive_pipeline() reads their replies. Between the two the connection counts as
+    // broken(): a guard dropped before receive_pipeline() discards it instead of lending it out of step.
+    void send_pipeline(const std::vector<std::vector<std::string>>& commands);
+    std::vector<RedisReply> receive_pipeline();
 
     // True once an I/O error happened; the pool discards it.
     bool broken() const noexcept { return broken_ || pending_ > 0; }

@@ -36,7 +36,10 @@ public:
     // REQUIRES: type Array.
     const std::vector<RedisReply>& elements() const;
     // Nil -> nullopt, String -> bytes. REQUIRES: type Nil or String.
-    std::optional<std::string> optional_string() const;
+    std::optional<std::string> optional_string() const&;
+    // The same, moving the bytes out of a reply about to go (a cache hit copies its value once,
+    // out of hiredis's reply, and no more).
+    std::optional<std::string> optional_string() &&;
     // Nil -> nullopt, Integer -> value. REQUIRES: type Nil or Integer.
     std::optional<long long> optional_integer() const;
     // The server's message. REQUIRES: type Error.

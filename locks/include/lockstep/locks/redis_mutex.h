@@ -54,6 +54,8 @@
 
 namespace lockstep {
 
+class LockSide;
+
 namespace detail {
 // now + d on the steady clock, saturating at time_point::max() (try_lock_for(hours::max())).
 template <class Rep, class Period>
@@ -85,6 +87,7 @@ class RedisMutex {
 public:
     // REQUIRES: name not empty; lease >= 3 ms.
     RedisMutex(RedisLockClient& client, std::string name, MutexOptions options = {});
+    ~RedisMutex();
     RedisMutex(const RedisMutex&) = delete;
     RedisMutex& operator=(const RedisMutex&) = delete;
 
@@ -129,6 +132,9 @@ private:
     std::shared_ptr<RedisLockClient::Impl> impl_;
     LockKeys keys_;
     MutexOptions options_;
+    // Keys, channel and policy of this lock, built once (locks/src/redis_mutex.cpp); a hold
+    // shares it with the client's watchdog.
+    std::shared_ptr<const LockSide> side_;
 };
 
 }  // namespace lockstep

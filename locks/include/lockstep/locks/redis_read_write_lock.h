@@ -45,6 +45,8 @@
 
 namespace lockstep {
 
+class LockSide;
+
 struct ReadWriteLockOptions {
     // Lease of each hold, read or write; renewed every lease/3 unless `renew` is false.
     std::chrono::milliseconds lease{30000};
@@ -57,6 +59,7 @@ struct ReadWriteLockOptions {
 class RedisReadWriteLock {
 public:
     RedisReadWriteLock(RedisLockClient& client, std::string name, ReadWriteLockOptions options = {});
+    ~RedisReadWriteLock();
     RedisReadWriteLock(const RedisReadWriteLock&) = delete;
     RedisReadWriteLock& operator=(const RedisReadWriteLock&) = delete;
 
@@ -112,6 +115,8 @@ private:
     std::shared_ptr<RedisLockClient::Impl> impl_;
     LockKeys keys_;
     ReadWriteLockOptions options_;
+    // The two sides, built once (locks/src/redis_read_write_lock.cpp).
+    std::shared_ptr<const LockSide> read_side_, write_side_;
 };
 
 }  // namespace lockstep

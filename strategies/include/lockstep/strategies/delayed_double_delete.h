@@ -27,7 +27,10 @@ public:
     }
 
     std::string name() const override { return "DelayedDoubleDelete(" + std::to_string(delay_.count()) + "ms)"; }
+    // The first DEL. An update sends it as soon as the row is locked and this collects its reply
+    // (deletes_before_commit): the writer does not wait one more Redis round trip for it.
     void before_commit(WriteContext& write) const override { write.delete_now(); }
+    bool deletes_before_commit() const noexcept override { return true; }
     void after_commit(WriteContext& write) const override {
         write.delete_now();
         fault::point("repo.between_deletes");

@@ -77,9 +77,31 @@ struct Claim {
     std::string entry;  // Present: what is there
 };
 
+// A DEL sent and not answered yet (EntryStore::start_remove).
+class PendingRemove {
+public:
+    virtual ~PendingRemove() = default;
+    // Waits for the DEL's reply; throws what remove() would. Call at most once.
+    virtual void finish() = 0;
+};
+
 class EntryStore {
 public:
     virtual ~EntryStore() = default;
+
+    // Sends the DEL of `key` and returns before its reply, so that the caller overlaps the
+    // round trip with its own work; finish() collects it (issue 14: DelayedDoubleDelete's first
+    // delete beside the UPDATE). Dropping it unfinished is allowed (the DEL may or may not have
+    // run). Default: the delete runs in finish(), as remove({key}).
+    virtual std::unique_ptr<PendingRemove> start_remove(const std::string& key) {
+        struct Deferred final : PendingRemove {
+            Deferred(EntryStore& s, std::string k) : store(s), key(std::move(k)) {}
+            void finish() override { store.remove({key}); }
+            EntryStore& store;
+            std::string key;
+        };
+        return std::make_unique<Deferred>(*this, key);
+    }
 
     virtual std::optional<std::string> get(const std::string& key) = 0;
     // One round trip; one result per key, in order.

@@ -66,6 +66,11 @@ public:
     // After COMMIT succeeded.
     virtual void after_commit(WriteContext& write) const = 0;
 
+    // True when before_commit() starts with delete_now(): the repository may then send that DEL
+    // earlier in the transaction (once the row is locked) and collect its reply in delete_now(),
+    // so its round trip overlaps the UPDATE's instead of adding to the write.
+    virtual bool deletes_before_commit() const noexcept { return false; }
+
     // How a read miss backfills the value it loaded.
     virtual FillMode fill_mode() const noexcept { return FillMode::Always; }
     // True when after_commit() sets the new value: the repository then re-reads the written row
