@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -14,6 +12,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/invalidation/binlog_event.h"
 #include "lockstep/invalidation/binlog_stream.h"
 #include "lockstep/invalidation/gtid_state.h"
@@ -50,17 +49,17 @@ struct ConsistencyInspector::Impl {
     InvalidationMap map;
     InspectorOptions options;
 
-    mutable std::mutex mutex;
-    std::condition_variable wake;
-    std::deque<Check> queue;  // ordered by due time: every check is delayed by the same amount
-    std::vector<Check> stale_now;  // re-read every recheck_every
-    InspectorMetrics m;
-    std::vector<double> durations;
-    std::size_t next_duration = 0;
+    mutable Mutex mutex;
+    CondVar wake;
+    std::deque<Check> queue GUARDED_BY(mutex);  // ordered by due time: every check is delayed by the same amount
+    std::vector<Check> stale_now GUARDED_BY(mutex);  // re-read every recheck_every
+    InspectorMetrics m GUARDED_BY(mutex);
+    std::vector<double> durations GUARDED_BY(mutex);
+    std::size_t next_duration GUARDED_BY(mutex) = 0;
 
     std::atomic<bool> stopping{false};
     std::thread reader, checker;
-    std::mt19937_64 rng{std::random_device{}()};
+    std::mt19937_64 rng GUARDED_BY(mutex){std::random_device{}()};
 
     // Reader-thread state.
     struct Table {
@@ -73,8 +72,8 @@ struct ConsistencyInspector::Impl {
     Impl(MysqlOptions my, RedisClient& r, InvalidationMap mp, InspectorOptions o)
         : mysql(std::move(my)), redis(r), map(std::move(mp)), options(std::move(o)) {}
 
-    void schedule(std::string key, std::optional<std::int64_t> version, bool deleted) {
-        std::lock_guard lock(mutex);
+    void schedule(std::string key, std::optional<std::int64_t> version, bool deleted) EXCLUDES(mutex) {
+        MutexLock lock(mutex);
         ++m.rows_seen;
         if (options.sample_rate < 1.0 && std::uniform_real_distribution<double>(0, 1)(rng) >= options.sample_rate) return;
         ++m.sampled;
@@ -83,7 +82,7 @@ struct ConsistencyInspector::Impl {
         wake.notify_all();
     }
 
-    void on_rows(binlog::Bytes ev) {
+    void on_rows(binlog::Bytes ev) EXCLUDES(mutex) {
         auto it = tables.find(binlog::rows_event_table_id(ev));
         if (it == tables.end() || !it->second.map) return;
         const Table& t = it->second;
@@ -107,7 +106,7 @@ struct ConsistencyInspector::Impl {
         }
     }
 
-    void read_event(const std::vector<std::uint8_t>& bytes) {
+    void read_event(const std::vector<std::uint8_t>& bytes) EXCLUDES(mutex) {
         binlog::Bytes ev(bytes);
         const binlog::EventHeader h = binlog::decode_header(ev);
         if (h.type == binlog::EventType::Gtid) {
@@ -129,7 +128,7 @@ struct ConsistencyInspector::Impl {
         }
     }
 
-    void read_loop() {
+    void read_loop() EXCLUDES(mutex) {
         bool fresh = true;
         auto backoff = std::chrono::milliseconds(20);
         while (!stopping.load()) {
@@ -144,7 +143,7 @@ struct ConsistencyInspector::Impl {
                 stream.open();
                 tables.clear();
                 {
-                    std::lock_guard lock(mutex);
+                    MutexLock lock(mutex);
                     m.connected = true;
                 }
                 wake.notify_all();
@@ -156,7 +155,7 @@ struct ConsistencyInspector::Impl {
                 logger()->warn("consistency inspector: {}", e.what());
             }
             {
-                std::lock_guard lock(mutex);
+                MutexLock lock(mutex);
                 if (m.connected) ++m.reconnects;
                 m.connected = false;
             }
@@ -177,7 +176,7 @@ struct ConsistencyInspector::Impl {
         return entry->version < *c.version;
     }
 
-    void record_duration(const Check& c, Clock::time_point now) {
+    void record_duration(const Check& c, Clock::time_point now) REQUIRES(mutex) {
         const double ms = std::chrono::duration<double, std::milli>(now - c.received).count();
         if (durations.size() < kDurations) {
             durations.push_back(ms);
@@ -187,18 +186,18 @@ struct ConsistencyInspector::Impl {
     }
 
     // One check (first or re-read) outside the lock; its outcome under it.
-    void run_check(Check c) {
+    void run_check(Check c) EXCLUDES(mutex) {
         bool stale = false;
         try {
             stale = is_stale(c);
         } catch (const Error&) {
-            std::lock_guard lock(mutex);
+            MutexLock lock(mutex);
             ++m.check_errors;
             if (c.stale_before) --m.stale_open;
             return;
         }
         const auto now = Clock::now();
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         if (!c.stale_before) {
             ++m.checked;
             if (!stale) return;
@@ -218,8 +217,8 @@ struct ConsistencyInspector::Impl {
         stale_now.push_back(std::move(c));
     }
 
-    void check_loop() {
-        std::unique_lock lock(mutex);
+    void check_loop() EXCLUDES(mutex) {
+        MutexLock lock(mutex);
         while (!stopping.load()) {
             const auto now = Clock::now();
             std::vector<Check> due;
@@ -244,7 +243,7 @@ struct ConsistencyInspector::Impl {
             auto next = now + options.recheck_every;
             if (!queue.empty()) next = std::min(next, queue.front().due);
             for (const auto& c : stale_now) next = std::min(next, c.due);
-            wake.wait_until(lock, next);
+            wake.wait_until(mutex, next);
         }
     }
 };
@@ -270,13 +269,18 @@ void ConsistencyInspector::start() {
 
 void ConsistencyInspector::stop() {
     impl_->stopping = true;
+    {
+        // Between check_loop's test of `stopping` and its wait (both under the mutex): taking it
+        // here means the notify below cannot fall in that gap and be missed.
+        MutexLock lock(impl_->mutex);
+    }
     impl_->wake.notify_all();
     if (impl_->reader.joinable()) impl_->reader.join();
     if (impl_->checker.joinable()) impl_->checker.join();
 }
 
 InspectorMetrics ConsistencyInspector::metrics() const {
-    std::lock_guard lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     InspectorMetrics out = impl_->m;
     out.stale_per_million = out.checked == 0 ? 0 : 1e6 * static_cast<double>(out.stale) / static_cast<double>(out.checked);
     out.staleness_p50_ms = percentile(impl_->durations, 0.50);
@@ -286,8 +290,12 @@ InspectorMetrics ConsistencyInspector::metrics() const {
 }
 
 bool ConsistencyInspector::wait_connected(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(impl_->mutex);
-    return impl_->wake.wait_for(lock, timeout, [&] { return impl_->m.connected; });
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    MutexLock lock(impl_->mutex);
+    while (!impl_->m.connected) {
+        if (impl_->wake.wait_until(impl_->mutex, until) == std::cv_status::timeout) break;
+    }
+    return impl_->m.connected;
 }
 
 }  // namespace lockstep

@@ -4,9 +4,7 @@
 #include "lockstep/locks/mysql_lock_service.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -14,6 +12,7 @@
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/db/mysql_connection.h"
 
 namespace lockstep {
@@ -41,14 +40,19 @@ std::uint64_t fnv1a(std::string_view s, std::uint64_t seed) {
 // One connection that a hold pins for its lifetime. `mu` serialises the holder's release and
 // the watchdog's check; `conn` is null once the session was closed or found dead.
 struct Session {
-    std::mutex mu;
-    std::unique_ptr<MysqlConnection> conn;
-    long long wait_timeout_s = 0;  // the session's wait_timeout as last set
+    Mutex mu;
+    std::unique_ptr<MysqlConnection> conn GUARDED_BY(mu);
+    long long wait_timeout_s GUARDED_BY(mu) = 0;  // the session's wait_timeout as last set
 };
 
 struct MysqlHold {
     std::shared_ptr<Session> session;
     std::string lock_name;
+    // Set (under session->mu) once release() or abandon() has the session: from then on the
+    // watchdog leaves it alone. Without it a watchdog that listed the hold just before its
+    // release would find the lock released, report a loss nobody had, and could reset the
+    // connection of a session already back in the idle list. Guarded by session->mu.
+    bool ended = false;
 };
 
 bool is_connection_failure(const DbError& e) { return e.recovery() == Recovery::RetryCall; }
@@ -78,13 +82,14 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     std::string prefix;
     locks_detail::HoldTable table;
 
-    std::mutex mu;  // idle, stats, stopping
-    std::vector<std::shared_ptr<Session>> idle;
-    MysqlLockStats stats;
-    std::condition_variable wake;
-    bool stopping = false;
-    std::chrono::milliseconds watchdog_period{1000};  // what the watchdog sleeps now
+    Mutex mu;
+    std::vector<std::shared_ptr<Session>> idle GUARDED_BY(mu);
+    MysqlLockStats stats GUARDED_BY(mu);
+    CondVar wake;
+    bool stopping GUARDED_BY(mu) = false;
+    std::chrono::milliseconds watchdog_period GUARDED_BY(mu){1000};  // what the watchdog sleeps now
     // lockstep_lock_acquire_v1 exists: GET_LOCK and the fencing increment in one round trip.
+    // Set by the constructor before the watchdog starts, read-only afterwards.
     bool one_trip = false;
     std::thread watchdog;
 
@@ -98,9 +103,9 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         return full.substr(0, kMaxLockName - 33) + "#" + hash;
     }
 
-    std::shared_ptr<Session> take_session(bool fresh = false) {
+    std::shared_ptr<Session> take_session(bool fresh = false) EXCLUDES(mu) {
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             if (!fresh && !idle.empty()) {
                 auto s = std::move(idle.back());
                 idle.pop_back();
@@ -109,19 +114,15 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             ++stats.sessions_opened;
         }
         auto s = std::make_shared<Session>();
-        s->conn = std::make_unique<MysqlConnection>(mysql);
+        auto conn = std::make_unique<MysqlConnection>(mysql);
+        MutexLock g(s->mu);  // nobody else has it yet; taken for the analysis
+        s->conn = std::move(conn);
         return s;
-    }
-
-    void give_back(std::shared_ptr<Session> s) {
-        if (!s->conn || !s->conn->reusable()) return;
-        std::lock_guard g(mu);
-        if (idle.size() < 16) idle.push_back(std::move(s));
     }
 
     // wait_timeout = the lease: a stopped holder's session (and so its lock) ends this long
     // after its last statement; the watchdog's checks keep a live holder's session going.
-    static void set_lease(Session& s, std::chrono::milliseconds lease) {
+    static void set_lease(Session& s, std::chrono::milliseconds lease) REQUIRES(s.mu) {
         const long long secs = std::max<long long>(1, (lease.count() + 999) / 1000);
         if (s.wait_timeout_s == secs) return;
         s.conn->execute_unprepared("SET SESSION wait_timeout = " + std::to_string(secs));
@@ -135,7 +136,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         return rt > 2s ? rt - 1s : rt / 2;
     }
 
-    bool acquire(Hold& h, SteadyTime deadline) override {
+    bool acquire(Hold& h, SteadyTime deadline) override EXCLUDES(mu) {
         try {
             return acquire_on(take_session(), h, deadline);
         } catch (const ConnectionError&) {
@@ -145,11 +146,12 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    bool acquire_on(std::shared_ptr<Session> session, Hold& h, SteadyTime deadline) {
+    bool acquire_on(std::shared_ptr<Session> session, Hold& h, SteadyTime deadline) EXCLUDES(mu) {
         const std::string name = server_name(h.name);
+        Session& s = *session;  // the analysis cannot see through shared_ptr
         try {
-            std::lock_guard g(session->mu);
-            set_lease(*session, h.lease);
+            MutexLock g(s.mu);
+            set_lease(s, h.lease);
             for (;;) {
                 // try_lock passes SteadyTime::min(): never subtract it (overflow), wait 0.
                 const auto now = SteadyClock::now();
@@ -160,7 +162,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
                 if (one_trip) {
                     // The stored function (kAcquireFunction): the token when it got the lock,
                     // 0 when the wait ran out, -1 for GET_LOCK's NULL.
-                    auto row = session->conn->query_one("SELECT lockstep_lock_acquire_v1(?, ?) AS token", {name, wait_s});
+                    auto row = s.conn->query_one("SELECT lockstep_lock_acquire_v1(?, ?) AS token", {name, wait_s});
                     const auto token = row ? row->get<std::optional<std::int64_t>>("token") : std::nullopt;
                     if (!token || *token < 0) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
                     if (*token > 0) {
@@ -168,16 +170,16 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
                         break;
                     }
                 } else {
-                    auto row = session->conn->query_one("SELECT GET_LOCK(?, ?) AS got", {name, wait_s});
+                    auto row = s.conn->query_one("SELECT GET_LOCK(?, ?) AS got", {name, wait_s});
                     const auto got = row ? row->get<std::optional<std::int64_t>>("got") : std::nullopt;
                     if (!got) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
                     if (*got == 1) break;
                 }
                 if (SteadyClock::now() >= deadline || wait_s == 0.0) {
-                    give_back_unlocked(session);
+                    give_back_locked(session, s);
                     return false;
                 }
-                std::lock_guard sg(mu);
+                MutexLock sg(mu);
                 ++stats.wait_chunks;
             }
             // The fencing token: the name's counter row, incremented in this session while the
@@ -186,65 +188,70 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             // function did it already, in GET_LOCK's statement.
             if (!one_trip) {
                 try {
-                    session->conn->execute(
+                    s.conn->execute(
                         "INSERT INTO lockstep_lock_fence (name, token) VALUES (?, LAST_INSERT_ID(1)) "
                         "ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)",
                         {name});
-                    h.token = session->conn->last_insert_id();
+                    h.token = s.conn->last_insert_id();
                 } catch (...) {
                     try {
-                        session->conn->query_one("SELECT RELEASE_LOCK(?)", {name});
+                        s.conn->query_one("SELECT RELEASE_LOCK(?)", {name});
                     } catch (...) {
-                        session->conn.reset();  // closing the session frees the lock
+                        s.conn.reset();  // closing the session frees the lock
                     }
                     throw;
                 }
             }
         } catch (const DbError& e) {
-            session->conn.reset();
+            {
+                MutexLock g(s.mu);
+                s.conn.reset();
+            }
             if (is_connection_failure(e)) throw ConnectionError("MySQL lock '" + name + "': " + e.what());
             throw;
         }
         h.key = name;
         h.state = std::make_shared<MysqlHold>(MysqlHold{session, name});
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             ++stats.acquired;
         }
         {
             // Wake the watchdog only when this hold needs checks sooner than it sleeps: waking it
             // at every acquisition made it check (a query on the pinned session) right then,
             // and the holder's release waited for that query (the lock cycle was 3.6x its floor).
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             if (h.lease / 3 >= watchdog_period) return true;
         }
         wake.notify_one();
         return true;
     }
 
-    void give_back_unlocked(const std::shared_ptr<Session>& s) {
-        // Called with s->mu held by the caller's guard: only queue it (no lock of s->mu here).
-        if (!s->conn || !s->conn->reusable()) return;
-        std::lock_guard g(mu);
-        if (idle.size() < 16) idle.push_back(s);
+    // Back to the idle list if its connection can be reused. `s` is `session`, whose mutex the
+    // caller holds (a separate reference because the analysis cannot see through shared_ptr).
+    void give_back_locked(const std::shared_ptr<Session>& session, Session& s) REQUIRES(s.mu) EXCLUDES(mu) {
+        if (!s.conn || !s.conn->reusable()) return;
+        MutexLock g(mu);
+        if (idle.size() < 16) idle.push_back(session);
     }
 
-    bool release(Hold& h) override {
+    bool release(Hold& h) override EXCLUDES(mu) {
         auto mh = std::static_pointer_cast<MysqlHold>(h.state);
-        std::unique_lock g(mh->session->mu);
-        if (!mh->session->conn) return false;  // the watchdog found the session dead
+        Session& s = *mh->session;
+        MutexLock g(s.mu);
+        mh->ended = true;  // the watchdog leaves it alone from now on (even once it is idle again)
+        if (!s.conn) return false;  // the watchdog found the session dead
         try {
-            auto row = mh->session->conn->query_one("SELECT RELEASE_LOCK(?) AS released", {mh->lock_name});
+            auto row = s.conn->query_one("SELECT RELEASE_LOCK(?) AS released", {mh->lock_name});
             const auto released = row ? row->get<std::optional<std::int64_t>>("released") : std::nullopt;
-            g.unlock();
             if (released && *released == 1) {
-                give_back(mh->session);
+                give_back_locked(mh->session, s);
                 return true;
             }
             return false;  // 0: another session holds it; NULL: nobody does
         } catch (const DbError& e) {
             // The session broke: the server ended it and freed the lock with it.
-            mh->session->conn.reset();
+            s.conn.reset();
             if (is_connection_failure(e)) return false;
             throw;
         }
@@ -253,40 +260,51 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     void abandon(Hold& h) noexcept override {
         auto mh = std::static_pointer_cast<MysqlHold>(h.state);
         if (!mh) return;
-        std::lock_guard g(mh->session->mu);
-        mh->session->conn.reset();  // closing the session frees whatever it still holds
+        Session& s = *mh->session;
+        MutexLock g(s.mu);
+        mh->ended = true;
+        s.conn.reset();  // closing the session frees whatever it still holds
     }
 
     // ---- watchdog ----
-    void check(const std::shared_ptr<Hold>& h) {
+    // Why the hold's session no longer holds its lock; empty while it does (or the hold ended).
+    static std::string session_problem(MysqlHold& mh, Session& s) REQUIRES(s.mu) {
+        if (mh.ended) return {};
+        if (!s.conn) return "its session was closed";
+        try {
+            auto row = s.conn->query_one("SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS mine", {mh.lock_name});
+            const auto mine = row ? row->get<std::optional<std::int64_t>>("mine") : std::nullopt;
+            if (mine && *mine == 1) return {};
+            return "the session no longer holds the lock";
+        } catch (const std::exception& e) {
+            s.conn.reset();
+            return std::string("its session ended (") + e.what() + ")";
+        }
+    }
+
+    void check(const std::shared_ptr<Hold>& h) EXCLUDES(mu) {
         if (h->lost.load()) return;
         auto mh = std::static_pointer_cast<MysqlHold>(h->state);
-        std::unique_lock g(mh->session->mu, std::try_to_lock);
-        if (!g.owns_lock()) return;  // the holder is releasing it right now
+        Session& s = *mh->session;
+        if (!s.mu.try_lock()) return;  // the holder is releasing it right now
         std::string why;
-        if (!mh->session->conn) {
-            why = "its session was closed";
-        } else {
-            try {
-                auto row = mh->session->conn->query_one("SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS mine", {mh->lock_name});
-                const auto mine = row ? row->get<std::optional<std::int64_t>>("mine") : std::nullopt;
-                if (mine && *mine == 1) return;
-                why = "the session no longer holds the lock";
-            } catch (const std::exception& e) {
-                mh->session->conn.reset();
-                why = std::string("its session ended (") + e.what() + ")";
-            }
+        try {
+            why = session_problem(*mh, s);
+        } catch (...) {  // only bad_alloc: session_problem handles the server's errors
+            s.mu.unlock();
+            throw;
         }
-        g.unlock();
+        s.mu.unlock();
+        if (why.empty()) return;
         {
-            std::lock_guard sg(mu);
+            MutexLock sg(mu);
             ++stats.losses;
         }
         table.report_lost(h, LockLossReason::Expired, why);
     }
 
-    void run_watchdog() {
-        std::unique_lock g(mu);
+    void run_watchdog() EXCLUDES(mu) {
+        MutexLock g(mu);
         while (!stopping) {
             auto holds = table.all();
             std::chrono::milliseconds period = 1s;
@@ -299,7 +317,10 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             g.lock();
             stats.checks += holds.size();
             watchdog_period = period;
-            wake.wait_for(g, period, [&] { return stopping; });
+            const auto until = SteadyClock::now() + period;
+            while (!stopping) {
+                if (wake.wait_until(mu, until) == std::cv_status::timeout) break;
+            }
         }
     }
 };
@@ -357,7 +378,7 @@ MysqlLockService::MysqlLockService(MysqlOptions mysql, LockServiceOptions option
 
 MysqlLockService::~MysqlLockService() {
     {
-        std::lock_guard g(state_->mu);
+        MutexLock g(state_->mu);
         state_->stopping = true;
     }
     state_->wake.notify_all();
@@ -377,7 +398,7 @@ std::unique_ptr<DistributedReadWriteLock> MysqlLockService::make_read_write_lock
 std::string MysqlLockService::lock_name(const std::string& name) const { return state_->server_name(name); }
 
 MysqlLockStats MysqlLockService::stats() const {
-    std::lock_guard g(state_->mu);
+    MutexLock g(state_->mu);
     return state_->stats;
 }
 

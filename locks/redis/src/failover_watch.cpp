@@ -12,7 +12,7 @@ namespace {
 void report_failover(RedisLockClient::Impl& impl) {
     std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
     {
-        std::lock_guard lock(impl.mutex);
+        MutexLock lock(impl.mutex);
         // Under the registry mutex: a new hold checks this under the same mutex right after it was
         // registered, so it is either marked below or sees the change there.
         impl.last_master_change.store(SteadyClock::now().time_since_epoch().count());

@@ -17,7 +17,7 @@ using std::chrono::milliseconds;
 // otherwise). Nobody was told about the hold, so nothing is reported.
 void drop_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner) {
     {
-        std::lock_guard lock(impl.mutex);
+        MutexLock lock(impl.mutex);
         auto it = impl.holds.find(hold_id(side.hold_key(), owner));
         if (it != impl.holds.end()) {
             it->second->active = false;

@@ -5,14 +5,13 @@
 #include "lockstep/locks/redlock_lock_service.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "hold_table.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/core/names.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/locks/lock_keys.h"
@@ -85,17 +84,17 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     locks_detail::HoldTable table;
     std::atomic<std::uint64_t> acquisitions{0};
 
-    std::mutex mu;  // the watchdog's sleep
-    std::condition_variable wake;
-    bool stopping = false;
-    std::uint64_t pokes = 0;  // new holds registered: the watchdog plans again
+    Mutex mu;  // the watchdog's sleep
+    CondVar wake;
+    bool stopping GUARDED_BY(mu) = false;
+    std::uint64_t pokes GUARDED_BY(mu) = 0;  // new holds registered: the watchdog plans again
     std::thread watchdog;
 
     // After a hold is registered in the table (not before: the watchdog must see it when it
     // plans its next renewal, or it could sleep past the new hold's lease).
-    void poke() {
+    void poke() EXCLUDES(mu) {
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             ++pokes;
         }
         wake.notify_one();
@@ -250,8 +249,8 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    void run_watchdog() {
-        std::unique_lock g(mu);
+    void run_watchdog() EXCLUDES(mu) {
+        MutexLock g(mu);
         while (!stopping) {
             const std::uint64_t seen = pokes;
             SteadyTime next = SteadyClock::now() + std::chrono::seconds(1);
@@ -271,13 +270,15 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
                 next = std::min(next, h->renew ? st->next_renew : st->valid_until);
             }
             g.lock();
-            wake.wait_until(g, next, [&] { return stopping || pokes != seen; });
+            while (!stopping && pokes == seen) {
+                if (wake.wait_until(mu, next) == std::cv_status::timeout) break;
+            }
         }
     }
 
-    void stop() {
+    void stop() EXCLUDES(mu) {
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             stopping = true;
         }
         wake.notify_all();

@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_errors.h"
 
 namespace lockstep {
@@ -85,14 +84,16 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     std::string prefix;
     locks_detail::HoldTable table;
 
-    mutable std::mutex mu;
-    std::condition_variable changed;      // session state changes and fired watches
-    zhandle_t* zh = nullptr;
-    int zstate = 0;                       // last session state seen for zh
-    std::uint64_t session = 0;            // generation: bumped per new handle
-    bool expired = false;                 // zh's session expired: replace it before use
-    bool expiry_reported = false;         // and its holds were reported lost
-    SteadyTime disconnected_since{};      // set while not connected
+    // Taken by callers' threads, the watchdog and the client library's event thread (event()).
+    // Never held across a call that waits for that event thread (zookeeper_close, see handle()).
+    mutable Mutex mu;
+    CondVar changed;                                   // session state changes and fired watches
+    zhandle_t* zh GUARDED_BY(mu) = nullptr;
+    int zstate GUARDED_BY(mu) = 0;                     // last session state seen for zh
+    std::uint64_t session GUARDED_BY(mu) = 0;          // generation: bumped per new handle
+    bool expired GUARDED_BY(mu) = false;               // zh's session expired: replace it before use
+    bool expiry_reported GUARDED_BY(mu) = false;       // and its holds were reported lost
+    SteadyTime disconnected_since GUARDED_BY(mu){};    // set while not connected
     // Watched path -> {watch events seen, waiters watching it}. Several waiters of this service
     // may watch one node (readers behind one writer): the client registers one watch and delivers
     // one event, so the entry lives until its last waiter leaves (erasing it when the first one
@@ -101,11 +102,13 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         int fired = 0;
         int waiters = 0;
     };
-    std::map<std::string, Watch> watches;
-    std::uint64_t state_changes = 0;      // session events seen: a waiter re-checks on each
-    std::mutex replace_mu;                // one thread at a time replaces an expired session
-    ZooKeeperLockStats stats;
-    bool stopping = false;
+    std::map<std::string, Watch> watches GUARDED_BY(mu);
+    std::uint64_t state_changes GUARDED_BY(mu) = 0;  // session events seen: a waiter re-checks on each
+    // One thread at a time replaces an expired session (handle()); taken before `mu`, never
+    // while holding it.
+    Mutex replace_mu ACQUIRED_BEFORE(mu);
+    ZooKeeperLockStats stats GUARDED_BY(mu);
+    bool stopping GUARDED_BY(mu) = false;
     std::thread watchdog;
 
     // ---- session ----
@@ -113,10 +116,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         static_cast<State*>(ctx)->event(h, type, state, path ? path : "");
     }
 
-    void event(zhandle_t* h, int type, int state, const std::string& path) {
+    void event(zhandle_t* h, int type, int state, const std::string& path) EXCLUDES(mu) {
         bool lost_all = false;
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             if (h != zh) return;  // an old handle's last words
             if (type == ZOO_SESSION_EVENT) {
                 zstate = state;
@@ -136,44 +139,46 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
         if (lost_all) {
             report_all(LockLossReason::Expired, "the ZooKeeper session expired");
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             expiry_reported = true;
         }
         changed.notify_all();
     }
 
     // A call answered "session expired" before the session event arrived: the same handling.
-    void session_ended(zhandle_t* h) {
+    void session_ended(zhandle_t* h) EXCLUDES(mu) {
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             if (h != zh || expired) return;
             expired = true;
         }
         report_all(LockLossReason::Expired, "the ZooKeeper session expired");
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             expiry_reported = true;
         }
         changed.notify_all();
     }
 
-    void report_all(LockLossReason reason, const std::string& why) {
+    // Runs the on_lost callbacks: never with mu held.
+    void report_all(LockLossReason reason, const std::string& why) EXCLUDES(mu) {
         for (const auto& h : table.all()) {
             if (h->lost.load()) continue;
             {
-                std::lock_guard g(mu);
+                MutexLock g(mu);
                 ++stats.losses;
             }
             table.report_lost(h, reason, why);
         }
     }
 
-    // Opens a session; REQUIRES: mu not held.
-    void open_session() {
+    // Opens a session. zookeeper_init runs with mu held, so the new handle's first event waits
+    // in event() until zh names it.
+    void open_session() EXCLUDES(mu) {
         zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
         zhandle_t* h = nullptr;
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             h = zookeeper_init(zk.hosts.c_str(), &State::on_event, static_cast<int>(zk.session_timeout.count()), nullptr,
                                this, 0);
             if (h == nullptr) throw ConnectionError("zookeeper_init(" + zk.hosts + ") failed");
@@ -185,8 +190,12 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             ++stats.sessions;
             disconnected_since = SteadyClock::now();
         }
-        std::unique_lock g(mu);
-        if (!changed.wait_for(g, zk.connect_timeout, [&] { return zstate == ZOO_CONNECTED_STATE || expired; }) || expired) {
+        MutexLock g(mu);
+        const auto until = SteadyClock::now() + zk.connect_timeout;
+        while (zstate != ZOO_CONNECTED_STATE && !expired) {
+            if (changed.wait_until(mu, until) == std::cv_status::timeout) break;
+        }
+        if (zstate != ZOO_CONNECTED_STATE || expired) {
             throw ConnectionError("ZooKeeper " + zk.hosts + ": no session within connect_timeout");
         }
     }
@@ -194,30 +203,32 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // The current handle, replacing an expired session first. Only one thread replaces it: two
     // threads that both saw the expiry used to open a session each, and the one not kept in `zh`
     // was never closed: its ephemeral nodes (a waiter's queue entry) blocked the lock forever.
-    std::pair<zhandle_t*, std::uint64_t> handle() {
+    std::pair<zhandle_t*, std::uint64_t> handle() EXCLUDES(mu, replace_mu) {
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             if (!expired && zh) return {zh, session};
         }
-        std::lock_guard replacing(replace_mu);
+        MutexLock replacing(replace_mu);
         zhandle_t* old = nullptr;
         {
-            std::lock_guard g(mu);
+            MutexLock g(mu);
             if (!expired && zh) return {zh, session};  // another thread replaced it meanwhile
             old = zh;
             zh = nullptr;
         }
         if (old) zookeeper_close(old);  // without mu: it joins the thread that runs on_event
         open_session();
-        std::lock_guard g(mu);
+        MutexLock g(mu);
         return {zh, session};
     }
 
     // After a connection loss: wait until connected again (or expired, or the deadline).
-    bool wait_connected(SteadyTime deadline) {
-        std::unique_lock g(mu);
+    bool wait_connected(SteadyTime deadline) EXCLUDES(mu) {
+        MutexLock g(mu);
         const auto limit = std::min(deadline, SteadyClock::now() + zk.session_timeout + zk.connect_timeout);
-        changed.wait_until(g, limit, [&] { return zstate == ZOO_CONNECTED_STATE || expired || stopping; });
+        while (zstate != ZOO_CONNECTED_STATE && !expired && !stopping) {
+            if (changed.wait_until(mu, limit) == std::cv_status::timeout) break;
+        }
         return zstate == ZOO_CONNECTED_STATE && !expired;
     }
 
@@ -236,7 +247,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // e.g. a loaded machine missing 2/3 of the receive timeout) waits for the reconnect within the
     // session and repeats it, as Curator's RetryLoop does. SessionEnded when the session ended.
     template <class Call>
-    int call(zhandle_t* h, Call&& c) {
+    int call(zhandle_t* h, Call&& c) EXCLUDES(mu) {
         for (int attempt = 0;; ++attempt) {
             const int rc = c();
             if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
@@ -245,11 +256,11 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             }
             if (!connection_lost(rc) || attempt >= 10) return rc;
             {
-                std::lock_guard g(mu);
+                MutexLock g(mu);
                 ++stats.connection_retries;
             }
             if (!wait_connected(SteadyTime::max())) {
-                std::lock_guard g(mu);
+                MutexLock g(mu);
                 if (expired || h != zh) throw SessionEnded{};
                 return rc;
             }
@@ -259,14 +270,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // Deletes a node of session `h` (our queue entry given up): a node left behind in a live
     // session would block the lock until that session ends, so a connection loss is retried.
     // ZNONODE is success (a repeated delete). Never throws.
-    void delete_node(zhandle_t* h, const std::string& path) noexcept {
+    void delete_node(zhandle_t* h, const std::string& path) noexcept EXCLUDES(mu) {
         try {
             call(h, [&] { return zoo_delete(h, path.c_str(), -1); });
         } catch (...) {  // SessionEnded: the node went with the session
         }
     }
 
-    std::vector<std::string> children(zhandle_t* h, const std::string& dir) {
+    std::vector<std::string> children(zhandle_t* h, const std::string& dir) EXCLUDES(mu) {
         String_vector v{};
         const int rc = call(h, [&] { return zoo_get_children(h, dir.c_str(), 0, &v); });
         if (rc == ZNONODE) return {};
@@ -284,7 +295,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // and puts the listing in `*listing`; Curator sends them one after the other, which made the
     // uncontended cycle 3 round trips against the raw floor's 2.
     std::pair<std::string, std::int64_t> create_node(zhandle_t* h, const std::string& dir, const std::string& node_prefix,
-                                                     std::optional<std::vector<std::string>>* listing) {
+                                                     std::optional<std::vector<std::string>>* listing) EXCLUDES(mu) {
         for (int attempt = 0;; ++attempt) {
             char buf[1024];
             Stat st{};
@@ -315,11 +326,11 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             }
             if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && attempt < 5) {
                 {
-                    std::lock_guard g(mu);
+                    MutexLock g(mu);
                     ++stats.create_retries;
                 }
                 if (!wait_connected(SteadyTime::max())) {
-                    std::lock_guard g(mu);
+                    MutexLock g(mu);
                     if (expired || h != zh) throw SessionEnded{};  // the session took the node (if any)
                     fail(rc, "create " + path);
                 }
@@ -328,7 +339,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                     Stat s2{};
                     const std::string found = dir + "/" + c;
                     if (call(h, [&] { return zoo_exists(h, found.c_str(), 0, &s2); }) != ZOK) break;
-                    std::lock_guard g(mu);
+                    MutexLock g(mu);
                     ++stats.adopted_nodes;
                     return {c, s2.czxid};
                 }
@@ -339,18 +350,19 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     }
 
     // The two replies of a pipelined create + get_children, filled on the client's completion
-    // thread.
+    // thread. The result fields are written by the completions before their done() and read by
+    // the caller after `pending` reached 0, both ordered by `m`.
     struct Pipelined {
-        std::mutex m;
-        std::condition_variable cv;
-        int pending = 2;
+        Mutex m;
+        CondVar cv;
+        int pending GUARDED_BY(m) = 2;
         int create_rc = ZSYSTEMERROR;
         std::string created;
         Stat st{};
         int list_rc = ZSYSTEMERROR;
         std::vector<std::string> children;
-        void done() {
-            std::lock_guard g(m);
+        void done() EXCLUDES(m) {
+            MutexLock g(m);
             if (--pending == 0) cv.notify_all();
         }
     };
@@ -382,8 +394,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
         // Both completions always come (with an error code on connection loss or close), so p
         // outlives every callback that uses it.
-        std::unique_lock g(p.m);
-        p.cv.wait(g, [&] { return p.pending == 0; });
+        MutexLock g(p.m);
+        while (p.pending != 0) p.cv.wait(p.m);
         return p.create_rc;
     }
 
@@ -395,7 +407,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // thread): its node is gone with it, so it queues again in the new session.
     struct SessionEnded {};
 
-    bool acquire(Hold& hold, SteadyTime deadline) override {
+    bool acquire(Hold& hold, SteadyTime deadline) override EXCLUDES(mu) {
         for (;;) {
             try {
                 return acquire_in_session(hold, deadline);
@@ -405,7 +417,13 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    bool acquire_in_session(Hold& hold, SteadyTime deadline) {
+    // A waiter's wake-up condition: its predecessor's watch fired, a session event came (it looks
+    // at the queue again rather than trusting a watch across it), or its session is over.
+    bool wait_over(const std::string& pred_path, int seen, std::uint64_t changes, std::uint64_t gen) REQUIRES(mu) {
+        return watches[pred_path].fired != seen || state_changes != changes || expired || session != gen || stopping;
+    }
+
+    bool acquire_in_session(Hold& hold, SteadyTime deadline) EXCLUDES(mu, replace_mu) {
         // Plain copies, not structured bindings: the lambdas below capture them, which clang 14
         // (the sanitizer and fuzz builds) refuses for bindings.
         const auto session_handle = handle();
@@ -451,7 +469,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 int seen = 0;
                 std::uint64_t changes = 0;
                 {
-                    std::lock_guard g(mu);
+                    MutexLock g(mu);
                     auto& w = watches[pred_path];
                     ++w.waiters;
                     seen = w.fired;
@@ -461,7 +479,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                     State& s;
                     const std::string& path;
                     ~Leave() {
-                        std::lock_guard g(s.mu);
+                        MutexLock g(s.mu);
                         if (auto it = s.watches.find(path); it != s.watches.end() && --it->second.waiters == 0) {
                             s.watches.erase(it);
                         }
@@ -472,13 +490,15 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 const int rc = call(h, [&] { return zoo_exists(h, pred_path.c_str(), 1, &st); });
                 if (rc == ZNONODE) continue;
                 if (rc != ZOK) fail(rc, "exists " + pred_path);
-                std::unique_lock g(mu);
-                // A session event (disconnect, reconnect) also wakes the waiter: it looks at the
-                // queue again rather than trusting a watch across it.
-                const bool woke = changed.wait_until(g, deadline, [&] {
-                    return watches[pred_path].fired != seen || state_changes != changes || expired || session != gen ||
-                           stopping;
-                });
+                MutexLock g(mu);
+                // A session event (disconnect, reconnect) also wakes the waiter (wait_over).
+                bool woke = true;
+                while (!wait_over(pred_path, seen, changes, gen)) {
+                    if (changed.wait_until(mu, deadline) == std::cv_status::timeout) {
+                        woke = wait_over(pred_path, seen, changes, gen);
+                        break;
+                    }
+                }
                 if (expired || session != gen) throw SessionEnded{};
                 if (!woke) {
                     g.unlock();
@@ -495,17 +515,17 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         hold.key = my_path;
         hold.token = czxid;  // the create's zxid: see the header
         hold.state = std::make_shared<ZkHold>(ZkHold{my_path, gen});
-        std::lock_guard g(mu);
+        MutexLock g(mu);
         ++stats.acquired;
         return true;
     }
 
-    bool release(Hold& hold) override {
+    bool release(Hold& hold) override EXCLUDES(mu) {
         auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
         for (int attempt = 0;; ++attempt) {
             zhandle_t* h = nullptr;
             {
-                std::lock_guard g(mu);
+                MutexLock g(mu);
                 if (expired || session != zh_hold->session) return false;  // the session (and node) is gone
                 h = zh;
             }
@@ -517,7 +537,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 // A repeated delete of a deleted node answers ZNONODE: then it was ours. A
                 // session that expired meanwhile took the node: the hold was lost.
                 if (wait_connected(SteadyTime::max())) continue;
-                std::lock_guard g(mu);
+                MutexLock g(mu);
                 if (expired || session != zh_hold->session) return false;
             }
             fail(rc, "delete " + zh_hold->path);
@@ -527,14 +547,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     void abandon(Hold& hold) noexcept override {
         auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
         if (!zh_hold) return;
-        std::lock_guard g(mu);
+        MutexLock g(mu);
         if (!expired && session == zh_hold->session && zh) zoo_delete(zh, zh_hold->path.c_str(), -1);
     }
 
     // Disconnected for a whole session timeout: the ensemble has expired the session by now,
     // whether or not this client has heard it (Curator's LOST).
-    void run_watchdog() {
-        std::unique_lock g(mu);
+    void run_watchdog() EXCLUDES(mu) {
+        MutexLock g(mu);
         while (!stopping) {
             const auto timeout = zh ? std::chrono::milliseconds(zoo_recv_timeout(zh)) : zk.session_timeout;
             if (!expired && disconnected_since != SteadyTime{} && SteadyClock::now() - disconnected_since > timeout) {
@@ -542,7 +562,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 report_all(LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout");
                 g.lock();
             }
-            changed.wait_for(g, std::max<std::chrono::milliseconds>(timeout / 3, 10ms), [&] { return stopping; });
+            const auto until = SteadyClock::now() + std::max<std::chrono::milliseconds>(timeout / 3, 10ms);
+            while (!stopping) {
+                if (changed.wait_until(mu, until) == std::cv_status::timeout) break;
+            }
         }
     }
 };
@@ -659,7 +682,7 @@ ZooKeeperLockService::ZooKeeperLockService(ZooKeeperLockOptions zk, LockServiceO
 ZooKeeperLockService::~ZooKeeperLockService() {
     zhandle_t* h = nullptr;
     {
-        std::lock_guard g(state_->mu);
+        MutexLock g(state_->mu);
         state_->stopping = true;
         h = state_->zh;
         state_->zh = nullptr;
@@ -682,7 +705,7 @@ std::unique_ptr<DistributedReadWriteLock> ZooKeeperLockService::make_read_write_
 void ZooKeeperLockService::expire_session() {
     clientid_t id{};
     {
-        std::lock_guard g(state_->mu);
+        MutexLock g(state_->mu);
         if (!state_->zh) return;
         id = *zoo_client_id(state_->zh);
     }
@@ -693,17 +716,20 @@ void ZooKeeperLockService::expire_session() {
     if (!other) throw ConnectionError("zookeeper_init for expire_session failed");
     for (int i = 0; i < 500 && zoo_state(other) != ZOO_CONNECTED_STATE; ++i) std::this_thread::sleep_for(10ms);
     zookeeper_close(other);
-    std::unique_lock g(state_->mu);
-    state_->changed.wait_for(g, 10s, [&] { return state_->expiry_reported; });
+    const auto until = SteadyClock::now() + 10s;
+    MutexLock g(state_->mu);
+    while (!state_->expiry_reported) {
+        if (state_->changed.wait_until(state_->mu, until) == std::cv_status::timeout) break;
+    }
 }
 
 std::chrono::milliseconds ZooKeeperLockService::session_timeout() const {
-    std::lock_guard g(state_->mu);
+    MutexLock g(state_->mu);
     return state_->zh ? std::chrono::milliseconds(zoo_recv_timeout(state_->zh)) : state_->zk.session_timeout;
 }
 
 ZooKeeperLockStats ZooKeeperLockService::stats() const {
-    std::lock_guard g(state_->mu);
+    MutexLock g(state_->mu);
     return state_->stats;
 }
 
