@@ -451,7 +451,17 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 }
                 std::sort(queue.begin(), queue.end(), [](const Child& a, const Child& b) { return a.seq < b.seq; });
                 auto me = std::find_if(queue.begin(), queue.end(), [&](const Child& c) { return c.name == mine; });
-                if (me == queue.end()) throw LockLostError("ZooKeeper lock '" + hold.name + "': own node vanished while waiting");
+                // Our ephemeral node is gone while we wait: its session expired and the server
+                // deleted it (the listing can be answered before this client hears of the expiry),
+                // or someone deleted it. Nothing is held yet, so this is not a lost lock: queue
+                // again (in the new session), as Curator's retry does, within the caller's deadline.
+                if (me == queue.end()) {
+                    {
+                        MutexLock g(mu);
+                        ++stats.requeued;
+                    }
+                    throw SessionEnded{};
+                }
                 // Whom to wait for: a mutex or a writer the node just before it; a reader the
                 // nearest earlier writer (readers share).
                 std::string pred;

@@ -56,6 +56,7 @@ struct ZooKeeperLockStats {
     std::uint64_t adopted_nodes = 0;    // of those, nodes found by guid instead of created again
     std::uint64_t connection_retries = 0;  // other calls repeated after a reconnect in the session
     std::uint64_t losses = 0;           // holds reported lost
+    std::uint64_t requeued = 0;         // waits whose own node vanished (session expired): queued again
 };
 
 class ZooKeeperLockService : public LockService {
