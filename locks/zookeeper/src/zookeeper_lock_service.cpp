@@ -259,11 +259,12 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 MutexLock g(mu);
                 ++stats.connection_retries;
             }
-            if (!wait_connected(SteadyTime::max())) {
-                MutexLock g(mu);
-                if (expired || h != zh) throw SessionEnded{};
-                return rc;
-            }
+            const bool connected = wait_connected(SteadyTime::max());
+            MutexLock g(mu);
+            // Another thread may have replaced (and closed) this session meanwhile: never call
+            // again on its handle.
+            if (expired || h != zh) throw SessionEnded{};
+            if (!connected) return rc;
         }
     }
 
