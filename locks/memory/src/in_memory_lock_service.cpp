@@ -6,6 +6,7 @@
 #include <map>
 
 #include "hold_table.h"
+#include "hold_table_mutex.h"
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/mutex.h"
@@ -148,29 +149,6 @@ namespace {
 
 using StatePtr = std::shared_ptr<InMemoryLockService::State>;
 
-class InMemoryMutex final : public DistributedMutex {
-public:
-    InMemoryMutex(StatePtr s, std::string name, LockOptions o) : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
-    void lock() override {
-        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
-        if (!try_lock_until_steady(deadline)) throw TimeoutError("lock '" + name_ + "': not acquired within max_wait");
-    }
-    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
-    bool try_lock_until_steady(SteadyTime deadline) override {
-        return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
-    }
-    void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
-    bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
-    int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
-    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
-    const std::string& name() const noexcept override { return name_; }
-
-private:
-    StatePtr s_;
-    std::string name_;
-    LockOptions o_;
-};
-
 class InMemoryReadWriteLock final : public DistributedReadWriteLock {
 public:
     InMemoryReadWriteLock(StatePtr s, std::string name, LockOptions o)
@@ -217,7 +195,7 @@ InMemoryLockService::~InMemoryLockService() = default;
 
 std::unique_ptr<DistributedMutex> InMemoryLockService::make_mutex(std::string name, LockOptions options) {
     check_name("lock name", name);
-    return std::make_unique<InMemoryMutex>(state_, std::move(name), std::move(options));
+    return std::make_unique<locks_detail::HoldTableMutex<InMemoryLockService::State>>(state_, std::move(name), std::move(options), "lock");
 }
 
 std::unique_ptr<DistributedReadWriteLock> InMemoryLockService::make_read_write_lock(std::string name, LockOptions options) {

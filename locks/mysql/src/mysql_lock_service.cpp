@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hold_table.h"
+#include "hold_table_mutex.h"
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
@@ -325,35 +326,6 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     }
 };
 
-namespace {
-
-using StatePtr = std::shared_ptr<MysqlLockService::State>;
-
-class MysqlMutex final : public DistributedMutex {
-public:
-    MysqlMutex(StatePtr s, std::string name, LockOptions o) : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
-    void lock() override {
-        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
-        if (!try_lock_until_steady(deadline)) throw TimeoutError("MySQL lock '" + name_ + "': not acquired within max_wait");
-    }
-    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
-    bool try_lock_until_steady(SteadyTime deadline) override {
-        return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
-    }
-    void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
-    bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
-    int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
-    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
-    const std::string& name() const noexcept override { return name_; }
-
-private:
-    StatePtr s_;
-    std::string name_;
-    LockOptions o_;
-};
-
-}  // namespace
-
 MysqlLockService::MysqlLockService(MysqlOptions mysql, LockServiceOptions options)
     : state_(std::make_shared<State>(std::move(mysql), std::move(options))) {
     MysqlConnection setup(state_->mysql);
@@ -388,7 +360,7 @@ MysqlLockService::~MysqlLockService() {
 std::unique_ptr<DistributedMutex> MysqlLockService::make_mutex(std::string name, LockOptions options) {
     check_name("lock name", name);
     if (options.lease < 3ms) throw ConfigError("lease", "must be at least 3ms");
-    return std::make_unique<MysqlMutex>(state_, std::move(name), std::move(options));
+    return std::make_unique<locks_detail::HoldTableMutex<MysqlLockService::State>>(state_, std::move(name), std::move(options), "MySQL lock");
 }
 
 std::unique_ptr<DistributedReadWriteLock> MysqlLockService::make_read_write_lock(std::string, LockOptions) {

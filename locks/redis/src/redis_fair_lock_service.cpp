@@ -8,6 +8,7 @@
 
 #include "fair_lock_scripts.h"
 #include "hold_table.h"
+#include "hold_table_mutex.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
@@ -181,33 +182,6 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     }
 };
 
-namespace {
-
-using StatePtr = std::shared_ptr<RedisFairLockService::State>;
-
-class RedisFairMutex final : public DistributedMutex {
-public:
-    RedisFairMutex(StatePtr s, std::string name, LockOptions o) : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
-    void lock() override {
-        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
-        if (!try_lock_until_steady(deadline)) throw TimeoutError("fair lock '" + name_ + "': not acquired within max_wait");
-    }
-    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
-    bool try_lock_until_steady(SteadyTime deadline) override { return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_); }
-    void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
-    bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
-    int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
-    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
-    const std::string& name() const noexcept override { return name_; }
-
-private:
-    StatePtr s_;
-    std::string name_;
-    LockOptions o_;
-};
-
-}  // namespace
-
 RedisFairLockService::RedisFairLockService(RedisOptions redis, LockServiceOptions options, RedisFairLockOptions fair)
     : state_(std::make_shared<State>(std::move(redis), std::move(options), fair)) {
     if (fair.waiter_grace < 2ms) throw ConfigError("waiter_grace", "must be at least 2ms");
@@ -228,7 +202,7 @@ std::unique_ptr<DistributedMutex> RedisFairLockService::make_mutex(std::string n
     if (options.lease < 3ms) throw ConfigError("lease", "must be at least 3ms");
     LockKeys check(state_->prefix, name);  // refuses names that would change the hash tag
     (void)check;
-    return std::make_unique<RedisFairMutex>(state_, std::move(name), std::move(options));
+    return std::make_unique<locks_detail::HoldTableMutex<RedisFairLockService::State>>(state_, std::move(name), std::move(options), "fair lock");
 }
 
 std::unique_ptr<DistributedReadWriteLock> RedisFairLockService::make_read_write_lock(std::string name, LockOptions options) {

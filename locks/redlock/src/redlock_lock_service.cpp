@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "hold_table.h"
+#include "hold_table_mutex.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
@@ -90,9 +91,10 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     std::uint64_t pokes GUARDED_BY(mu) = 0;  // new holds registered: the watchdog plans again
     std::thread watchdog;
 
-    // After a hold is registered in the table (not before: the watchdog must see it when it
-    // plans its next renewal, or it could sleep past the new hold's lease).
-    void poke() EXCLUDES(mu) {
+    // After a new hold is registered in the table (HoldTableMutex calls it; not before: the
+    // watchdog must see the hold when it plans its next renewal, or it could sleep past the new
+    // hold's lease).
+    void on_new_hold() EXCLUDES(mu) {
         {
             MutexLock g(mu);
             ++pokes;
@@ -292,38 +294,6 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     }
 };
 
-namespace {
-
-using StatePtr = std::shared_ptr<RedlockLockService::State>;
-
-class RedlockMutex final : public DistributedMutex {
-public:
-    RedlockMutex(StatePtr s, std::string name, LockOptions o) : s_(std::move(s)), name_(std::move(name)), o_(std::move(o)) {}
-    void lock() override {
-        const auto deadline = o_.max_wait ? detail::deadline_from_now(*o_.max_wait) : SteadyTime::max();
-        if (!try_lock_until_steady(deadline)) throw TimeoutError("lock '" + name_ + "': not acquired within max_wait");
-    }
-    bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
-    bool try_lock_until_steady(SteadyTime deadline) override {
-        const bool first = s_->table.count(name_, HoldKind::Mutex) == 0;
-        if (!s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_)) return false;
-        if (first) s_->poke();
-        return true;
-    }
-    void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
-    bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
-    int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
-    FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }
-    const std::string& name() const noexcept override { return name_; }
-
-private:
-    StatePtr s_;
-    std::string name_;
-    LockOptions o_;
-};
-
-}  // namespace
-
 RedlockLockService::RedlockLockService(RedlockOptions redlock, LockServiceOptions options) {
     if (redlock.masters.empty()) throw ConfigError("masters", "Redlock needs at least one master");
     if (redlock.tolerated_restarts < 0) throw ConfigError("restarts", "must not be negative");
@@ -350,7 +320,7 @@ std::unique_ptr<DistributedMutex> RedlockLockService::make_mutex(std::string nam
     check_name("lock name", name);  // the one rule of every name (core/names.h)
     // Below this the drift allowance (lease/100 + 2 ms) and one round trip leave no validity.
     if (options.lease < std::chrono::milliseconds(10)) throw ConfigError("lease", "a Redlock lease must be at least 10 ms");
-    return std::make_unique<RedlockMutex>(state_, std::move(name), std::move(options));
+    return std::make_unique<locks_detail::HoldTableMutex<RedlockLockService::State>>(state_, std::move(name), std::move(options), "lock");
 }
 
 std::unique_ptr<DistributedReadWriteLock> RedlockLockService::make_read_write_lock(std::string, LockOptions) {
