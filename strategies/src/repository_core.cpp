@@ -119,6 +119,14 @@ void RepositoryCore::State::cache_failed(const Error& e, std::string_view during
 
 // ---- deletes -----------------------------------------------------------------------------
 
+// A delete that did not land: counted, logged, and queued for the retry queue (C5).
+void RepositoryCore::State::delete_failed(const std::string& key, const Error& e, Clock::time_point started) {
+    lat.cache_error.record(Clock::now() - started);
+    bump(c.deletes_failed);
+    cache_failed(e, "delete of " + key);
+    enqueue_retry(key);
+}
+
 bool RepositoryCore::State::delete_key(const std::string& key) {
     const auto t0 = Clock::now();
     try {
@@ -127,10 +135,7 @@ bool RepositoryCore::State::delete_key(const std::string& key) {
         trace(key, "deleted (invalidation)");
         return true;
     } catch (const Error& e) {
-        lat.cache_error.record(Clock::now() - t0);
-        bump(c.deletes_failed);
-        cache_failed(e, "delete of " + key);
-        enqueue_retry(key);
+        delete_failed(key, e, t0);
         return false;
     }
 }
@@ -140,10 +145,7 @@ std::unique_ptr<PendingRemove> RepositoryCore::State::start_delete(const std::st
     try {
         return store->start_remove(key);
     } catch (const Error& e) {
-        lat.cache_error.record(Clock::now() - t0);
-        bump(c.deletes_failed);
-        cache_failed(e, "delete of " + key);
-        enqueue_retry(key);
+        delete_failed(key, e, t0);
         return nullptr;
     }
 }
@@ -157,10 +159,7 @@ bool RepositoryCore::State::finish_delete(const std::string& key, std::unique_pt
         trace(key, "deleted (invalidation)");
         return true;
     } catch (const Error& e) {
-        lat.cache_error.record(Clock::now() - t0);
-        bump(c.deletes_failed);
-        cache_failed(e, "delete of " + key);
-        enqueue_retry(key);
+        delete_failed(key, e, t0);
         return false;
     }
 }

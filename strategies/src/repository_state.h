@@ -142,6 +142,7 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     // ---- deletes ----
     // DEL now; on failure hand the key to the retry queue. True if it landed.
     bool delete_key(const std::string& key);
+    void delete_failed(const std::string& key, const Error& e, Clock::time_point started);
     // delete_key in two halves: the DEL sent (nullptr if sending failed: handled as a failed
     // delete), then its reply collected. True if the delete reached Redis.
     std::unique_ptr<PendingRemove> start_delete(const std::string& key);
