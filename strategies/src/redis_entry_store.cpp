@@ -116,17 +116,12 @@ public:
     // Sentinel keep the default (their routing retries on MOVED / failover, one call at a time).
     std::unique_ptr<PendingRemove> start_remove(const std::string& key) override {
         if (client_.options().topology != RedisTopology::Standalone) return EntryStore::start_remove(key);
+        // Dropped without finish(): the connection still counts its unread reply (broken()),
+        // so the pool discards it.
         struct Sent final : PendingRemove {
             explicit Sent(PooledRedisConnection c) : conn(std::move(c)) {}
-            ~Sent() override {
-                if (!received) conn->abandon();  // its reply is still on the wire
-            }
-            void finish() override {
-                received = true;
-                conn->receive().throw_if_error();
-            }
+            void finish() override { conn->receive().throw_if_error(); }
             PooledRedisConnection conn;
-            bool received = false;
         };
         auto conn = client_.connection_for_key(key);
         conn->send({"DEL", key});

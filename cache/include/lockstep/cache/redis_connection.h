@@ -44,12 +44,10 @@ public:
     RedisReply command(std::span<const std::string_view> args);
     // One command sent without reading its reply, so the caller can overlap the round trip with
     // other work (DelayedDoubleDelete's first DEL runs beside the UPDATE); receive() reads the
-    // reply. Until then nothing else may use the connection; a caller that will not receive()
-    // calls abandon(), and the pool drops the connection instead of lending it out with a reply
-    // that belongs to nobody.
+    // reply. Until then the connection counts as broken(): a guard dropped without receive()
+    // makes the pool discard it instead of lending it out with a reply that belongs to nobody.
     void send(std::initializer_list<std::string_view> args);
     RedisReply receive();
-    void abandon() noexcept { broken_ = true; }
     // Writes all commands, then reads all replies: one round trip. Error replies are returned.
     std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);
     // pipeline() in two halves, so that one thread keeps requests in flight on several servers
