@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
-#include <thread>
 
 #include "child_process.h"
 #include "lockstep/core/error.h"
@@ -77,11 +76,7 @@ LocalRedisCluster::LocalRedisCluster(LocalRedisClusterOptions options) : impl_(s
     if (m.options.masters < 3) throw ConfigError("masters", "Redis Cluster needs at least 3 masters");
     if (m.options.replicas_per_master < 0) throw ConfigError("replicas_per_master", "must not be negative");
     const int total = m.options.masters * (1 + m.options.replicas_per_master);
-    LocalServersOptions node_options;
-    node_options.mysql = false;
-    node_options.use_environment = false;  // every node is private, whatever the environment says
-    node_options.redis_server = m.options.redis_server;
-    node_options.start_timeout = m.options.start_timeout;
+    LocalServersOptions node_options = private_redis_node(m.options.redis_server, m.options.start_timeout);
     node_options.redis_extra_args = {
         "--cluster-enabled", "yes",
         "--cluster-config-file", "nodes.conf",  // in the node's own dir (redis-server chdirs there)
@@ -179,8 +174,7 @@ int LocalRedisCluster::master_of_slot(int slot) const {
 }
 
 bool LocalRedisCluster::wait_until_ok(std::chrono::milliseconds timeout) const {
-    const auto deadline = Clock::now() + timeout;
-    for (;;) {
+    return poll_until(Clock::now() + timeout, std::chrono::milliseconds(20), [&] {
         bool ok = true;
         for (std::size_t i = 0; i < impl_->nodes.size() && ok; ++i) {
             if (pid(i) <= 0) continue;
@@ -192,10 +186,8 @@ bool LocalRedisCluster::wait_until_ok(std::chrono::milliseconds timeout) const {
                 ok = info_value(repl, "role") == "master" || info_value(repl, "master_link_status") == "up";
             }
         }
-        if (ok) return true;
-        if (Clock::now() > deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+        return ok;
+    });
 }
 
 }  // namespace lockstep

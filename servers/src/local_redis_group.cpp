@@ -7,6 +7,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/servers/local_servers.h"
+#include "redis_probe.h"
 
 namespace lockstep {
 
@@ -24,11 +25,7 @@ struct LocalRedisGroup::Impl {
 
 LocalRedisGroup::LocalRedisGroup(LocalRedisGroupOptions options) : impl_(std::make_unique<Impl>()) {
     if (options.masters < 1) throw ConfigError("masters", "a Redis group needs at least one master");
-    LocalServersOptions base;
-    base.mysql = false;
-    base.use_environment = false;  // LOCKSTEP_REDIS_URL names one server, not N independent ones
-    base.redis_server = options.redis_server;
-    base.start_timeout = options.start_timeout;
+    const LocalServersOptions base = servers_detail::private_redis_node(options.redis_server, options.start_timeout);
     // LocalServers starts redis-server with --save "" --appendonly no: a restart is empty.
     for (int i = 0; i < options.masters; ++i) impl_->nodes.push_back(std::make_unique<LocalServers>(base));
     logger()->info("private Redis group of {} independent masters: {}", options.masters, hosts());

@@ -1,7 +1,6 @@
 #include "lockstep/servers/local_redis_replication.h"
 
 #include <functional>
-#include <thread>
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
@@ -22,10 +21,8 @@ struct LocalRedisReplication::Impl {
     std::string info(const LocalServers& s) const { return redis_probe(port(s), {"INFO", "replication"}); }
     // Polls a real server state until it holds (each probe is a round trip, not a guess).
     void until(const std::function<bool()>& condition, const std::string& what) const {
-        const auto deadline = Clock::now() + options.start_timeout;
-        while (!condition()) {
-            if (Clock::now() > deadline) throw ConnectionError("local Redis replication: " + what + " not reached in time");
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (!poll_until(Clock::now() + options.start_timeout, std::chrono::milliseconds(20), condition)) {
+            throw ConnectionError("local Redis replication: " + what + " not reached in time");
         }
     }
     // The replica says "up" once it loaded the sync; the master counts it (WAIT, connected_slaves)
@@ -47,11 +44,7 @@ struct LocalRedisReplication::Impl {
 LocalRedisReplication::LocalRedisReplication(LocalRedisReplicationOptions options) : impl_(std::make_unique<Impl>()) {
     auto& m = *impl_;
     m.options = std::move(options);
-    LocalServersOptions base;
-    base.mysql = false;
-    base.use_environment = false;
-    base.redis_server = m.options.redis_server;
-    base.start_timeout = m.options.start_timeout;
+    const LocalServersOptions base = private_redis_node(m.options.redis_server, m.options.start_timeout);
     LocalServersOptions master = base;
     // Redis 7 waits 5 s for more replicas before a diskless full sync; there is only one.
     master.redis_extra_args = {"--repl-diskless-sync-delay", "0"};

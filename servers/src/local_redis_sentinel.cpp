@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <vector>
 
 #include "child_process.h"
@@ -45,11 +44,7 @@ bool field_is(const std::string& raw, const std::string& name, const std::string
 LocalRedisSentinel::LocalRedisSentinel(LocalRedisSentinelOptions options) : impl_(std::make_unique<Impl>()) {
     auto& m = *impl_;
     m.options = std::move(options);
-    LocalServersOptions base;
-    base.mysql = false;
-    base.use_environment = false;
-    base.redis_server = m.options.redis_server;
-    base.start_timeout = m.options.start_timeout;
+    const LocalServersOptions base = private_redis_node(m.options.redis_server, m.options.start_timeout);
 
     std::string tmpl = (fs::temp_directory_path() / "lockstep-sentinel-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) throw ConfigError("TMPDIR", "cannot create a temp dir for sentinel configs");
@@ -73,17 +68,15 @@ LocalRedisSentinel::LocalRedisSentinel(LocalRedisSentinelOptions options) : impl
             m.nodes.push_back(std::make_unique<LocalServers>(sentinel));
         }
         // Ready when the replica is in sync and each sentinel knows the replica and its peers.
-        const auto deadline = Clock::now() + m.options.start_timeout;
-        for (;;) {
-            bool ready = info_value(redis_probe(port(kReplica), {"INFO", "replication"}), "master_link_status") == "up";
-            for (std::size_t s = kFirstSentinel; s < m.nodes.size() && ready; ++s) {
+        const bool ready = poll_until(Clock::now() + m.options.start_timeout, std::chrono::milliseconds(50), [&] {
+            bool all = info_value(redis_probe(port(kReplica), {"INFO", "replication"}), "master_link_status") == "up";
+            for (std::size_t s = kFirstSentinel; s < m.nodes.size() && all; ++s) {
                 const std::string raw = redis_probe(port(s), {"SENTINEL", "MASTER", m.options.master_name});
-                ready = field_is(raw, "num-slaves", "1") && field_is(raw, "num-other-sentinels", "2");
+                all = field_is(raw, "num-slaves", "1") && field_is(raw, "num-other-sentinels", "2");
             }
-            if (ready) break;
-            if (Clock::now() > deadline) throw ConnectionError("the local Sentinel setup did not become ready in time");
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
+            return all;
+        });
+        if (!ready) throw ConnectionError("the local Sentinel setup did not become ready in time");
     } catch (...) {
         m.nodes.clear();
         std::error_code ec;

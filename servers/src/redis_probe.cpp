@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <thread>
+
 namespace lockstep::servers_detail {
 namespace {
 
@@ -62,6 +64,24 @@ std::string info_value(const std::string& text, const std::string& field) {
     }
     const auto begin = at + field.size() + 1;
     return text.substr(begin, text.find_first_of("\r\n", begin) - begin);
+}
+
+LocalServersOptions private_redis_node(const std::string& redis_server, std::chrono::milliseconds start_timeout) {
+    LocalServersOptions node;
+    node.mysql = false;
+    node.use_environment = false;
+    node.redis_server = redis_server;
+    node.start_timeout = start_timeout;
+    return node;
+}
+
+bool poll_until(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds interval,
+                const std::function<bool()>& condition) {
+    while (!condition()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(interval);
+    }
+    return true;
 }
 
 }  // namespace lockstep::servers_detail

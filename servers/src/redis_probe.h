@@ -3,8 +3,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "lockstep/servers/local_servers.h"
 
 namespace lockstep::servers_detail {
 
@@ -15,5 +18,15 @@ std::string redis_probe(int port, const std::vector<std::string>& args,
 
 // The value of `field:` in an INFO-style text ("cluster_state", "role"), or "".
 std::string info_value(const std::string& text, const std::string& field);
+
+// The options of one redis-server node of a multi-node topology (group, replication, sentinel,
+// cluster): no MySQL, and never the environment's LOCKSTEP_REDIS_URL, which names one server, not
+// N private ones.
+LocalServersOptions private_redis_node(const std::string& redis_server, std::chrono::milliseconds start_timeout);
+
+// Calls `condition` (each call probes the real servers) every `interval` until it holds: true, or
+// false once `deadline` has passed. The topologies wait on state, never on a guessed delay.
+bool poll_until(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds interval,
+                const std::function<bool()>& condition);
 
 }  // namespace lockstep::servers_detail
