@@ -1,5 +1,6 @@
 // What only the ZooKeeper backend and its private server have to show: one release wakes one
-// waiter (L9, counted in watch events), and the private server never outlives its owner.
+// waiter (L9, counted in watch events), a client handle is never closed under a call on it, and
+// the private server never outlives its owner.
 #include <gtest/gtest.h>
 
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
@@ -17,6 +18,7 @@
 
 #include "backends.h"
 #include "child_process.h"
+#include "lockstep/core/fault_point.h"
 #include "lockstep/locks/zookeeper_lock_service.h"
 
 namespace lockstep::test {
@@ -86,6 +88,38 @@ TEST(ZooKeeperLock, SessionExpiryIsReportedAsLoss) {
     EXPECT_TRUE(m->try_lock());
     m->unlock();
     EXPECT_EQ(s.stats().sessions, 2u);
+}
+
+// A thread has picked the session's handle and is about to call on it (fault point
+// locks.zookeeper.after_handle) when the session expires and another thread replaces it. The
+// replacer drops the service's reference, but the handle stays open until the first thread's
+// call on it is done (closing it then would be a use after free); that thread closes it and
+// queues again in the new session.
+TEST(ZooKeeperLock, AHandleInUseIsClosedByItsLastUserNotUnderIt) {
+    LockServiceOptions o;
+    o.prefix = "huse:";
+    ZooKeeperLockService s(parse_zookeeper_url(backend_url("zookeeper")), o);
+    auto picked = s.make_mutex("picked");
+    fault::Gate gate;
+    auto armed = fault::arm("locks.zookeeper.after_handle", gate.action(), {.times = 1});
+    bool got = false;
+    std::thread picker([&] {
+        got = picked->try_lock_for(30s);
+        if (got) picked->unlock();
+    });
+    ASSERT_TRUE(gate.wait_arrivals(1, 10s));  // it holds the first session's handle, no call yet
+    s.expire_session();
+    {
+        auto other = s.make_mutex("other");  // this thread replaces the expired session
+        ASSERT_TRUE(other->try_lock_for(10s));
+        other->unlock();
+    }
+    EXPECT_EQ(s.stats().sessions, 2u);
+    EXPECT_EQ(s.stats().handles_closed, 0u) << "the replacer closed a handle another thread was about to call on";
+    gate.open();
+    picker.join();
+    EXPECT_TRUE(got) << "the picker did not queue again in the new session";
+    EXPECT_EQ(s.stats().handles_closed, 1u) << "the old handle was not closed by its last user";
 }
 
 // The floor the ZooKeeper lock cycle is compared with: a raw create-ephemeral-sequential + delete.

@@ -58,20 +58,25 @@ struct MysqlHold {
 
 bool is_connection_failure(const DbError& e) { return e.recovery() == Recovery::RetryCall; }
 
-// GET_LOCK and the fencing increment in one statement: the increment runs only once the lock is
-// held (IF evaluates its branch after its condition), in the holder's session, so the tokens of
-// one name strictly increase. LAST_INSERT_ID(expr) inside the function is restored when it ends.
-constexpr const char* kAcquireFunction = R"sql(
-CREATE FUNCTION lockstep_lock_acquire_v1(n VARBINARY(255), w DOUBLE) RETURNS BIGINT
-NOT DETERMINISTIC MODIFIES SQL DATA
-BEGIN
-  DECLARE got INT DEFAULT GET_LOCK(n, w);
-  IF got IS NULL THEN RETURN -1; END IF;
-  IF got = 0 THEN RETURN 0; END IF;
-  INSERT INTO lockstep_lock_fence (name, token) VALUES (n, LAST_INSERT_ID(1))
-    ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1);
-  RETURN LAST_INSERT_ID();
-END)sql";
+// GET_LOCK and the fencing token in one statement, with no row written: the token is the
+// server's UUID_SHORT() without its server-id byte, i.e. (start-up time in seconds << 24) + a
+// global counter the server increments under a mutex at every call. CASE evaluates GET_LOCK once
+// and its THEN branch only when the lock is held, so every token of a name is drawn while its
+// lock is held, after every token of the holds before it: strictly increasing within one server
+// run. Across a restart the start-up seconds grow (docs/locks.md, "Fencing tokens": the clock
+// would have to step back past the previous start-up), which the epoch guard below checks.
+// Result: the token (> 0) when it got the lock, 0 when the wait ran out, -1 for GET_LOCK's NULL.
+constexpr const char* kAcquire =
+    "SELECT CASE GET_LOCK(?, ?) WHEN 1 THEN CAST(UUID_SHORT() & 0x00FFFFFFFFFFFFFF AS SIGNED) "
+    "WHEN 0 THEN 0 ELSE -1 END AS token";
+
+// The epoch guard: one row holding a token drawn at the first session opened in each server run
+// (replicated and durable, InnoDB). A new session whose first token is not above it is on a
+// server whose UUID_SHORT() went back (its clock stepped back past its previous start-up, or a
+// fail-over to a server started earlier): its tokens could repeat older ones, so it is refused.
+constexpr const char* kEpochTable =
+    "CREATE TABLE IF NOT EXISTS lockstep_lock_epoch (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, "
+    "high BIGINT NOT NULL) ENGINE=InnoDB";
 
 }  // namespace
 
@@ -89,9 +94,6 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     CondVar wake;
     bool stopping GUARDED_BY(mu) = false;
     std::chrono::milliseconds watchdog_period GUARDED_BY(mu){1000};  // what the watchdog sleeps now
-    // lockstep_lock_acquire_v1 exists: GET_LOCK and the fencing increment in one round trip.
-    // Set by the constructor before the watchdog starts, read-only afterwards.
-    bool one_trip = false;
     std::thread watchdog;
 
     std::string server_name(const std::string& name) const {
@@ -116,18 +118,51 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         }
         auto s = std::make_shared<Session>();
         auto conn = std::make_unique<MysqlConnection>(mysql);
+        check_epoch(*conn);
         MutexLock g(s->mu);  // nobody else has it yet; taken for the analysis
         s->conn = std::move(conn);
         return s;
     }
 
+    // The epoch guard (kEpochTable), before a new session's first token: refuses a server whose
+    // tokens went back, and records this run's first token once per server run (a row write per
+    // run, not per acquisition). Sessions are pooled, and every session on a restarted server is
+    // a new one, so no token of a new run is drawn before this check.
+    void check_epoch(MysqlConnection& c) EXCLUDES(mu) {
+        auto row = c.query_one(
+            "SELECT CAST(UUID_SHORT() & 0x00FFFFFFFFFFFFFF AS SIGNED) AS now_token, "
+            "(SELECT high FROM lockstep_lock_epoch WHERE id = 1) AS high");
+        const auto now = row ? row->get<std::optional<std::int64_t>>("now_token") : std::nullopt;
+        const auto high = row ? row->get<std::optional<std::int64_t>>("high") : std::nullopt;
+        if (!now) throw DbError("UUID_SHORT() returned NULL", 0, "HY000");
+        if (high && *high >= *now) {
+            MutexLock g(mu);
+            ++stats.epoch_refusals;
+            throw DbError("mysql locks: this server's fencing tokens went back (UUID_SHORT() is " + std::to_string(*now) +
+                              ", a token of an earlier run was " + std::to_string(*high) +
+                              "): its clock stepped back past its previous start-up, or it started before the server "
+                              "it replaced; refusing to issue tokens that could repeat (docs/locks.md, MySQL)",
+                          0, "HY000");
+        }
+        // The high 32 bits are the start-up seconds (plus the counter's carries): a new run.
+        if (!high || (*now >> 24) > (*high >> 24)) {
+            c.execute("INSERT INTO lockstep_lock_epoch (id, high) VALUES (1, ?) "
+                      "ON DUPLICATE KEY UPDATE high = GREATEST(high, VALUES(high))",
+                      {*now});
+            MutexLock g(mu);
+            ++stats.epoch_writes;
+        }
+    }
+
     // wait_timeout = the lease: a stopped holder's session (and so its lock) ends this long
     // after its last statement; the watchdog's checks keep a live holder's session going.
-    static void set_lease(Session& s, std::chrono::milliseconds lease) REQUIRES(s.mu) {
+    // Returns the number of statements sent (0 or 1).
+    static int set_lease(Session& s, std::chrono::milliseconds lease) REQUIRES(s.mu) {
         const long long secs = std::max<long long>(1, (lease.count() + 999) / 1000);
-        if (s.wait_timeout_s == secs) return;
+        if (s.wait_timeout_s == secs) return 0;
         s.conn->execute_unprepared("SET SESSION wait_timeout = " + std::to_string(secs));
         s.wait_timeout_s = secs;
+        return 1;
     }
 
     // One GET_LOCK wait at most this long: a longer one would outlast the read timeout (2013).
@@ -150,9 +185,14 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     bool acquire_on(std::shared_ptr<Session> session, Hold& h, SteadyTime deadline) EXCLUDES(mu) {
         const std::string name = server_name(h.name);
         Session& s = *session;  // the analysis cannot see through shared_ptr
+        std::uint64_t statements = 0;  // sent by this acquisition (stats.acquire_statements)
+        const auto count_statements = [&] {
+            MutexLock g(mu);
+            stats.acquire_statements += statements;
+        };
         try {
             MutexLock g(s.mu);
-            set_lease(s, h.lease);
+            statements += set_lease(s, h.lease);
             for (;;) {
                 // try_lock passes SteadyTime::min(): never subtract it (overflow), wait 0.
                 const auto now = SteadyClock::now();
@@ -160,50 +200,26 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
                                   : deadline <= now ? 0ms
                                   : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
                 const double wait_s = std::min(left, max_chunk()).count() / 1000.0;
-                if (one_trip) {
-                    // The stored function (kAcquireFunction): the token when it got the lock,
-                    // 0 when the wait ran out, -1 for GET_LOCK's NULL.
-                    auto row = s.conn->query_one("SELECT lockstep_lock_acquire_v1(?, ?) AS token", {name, wait_s});
-                    const auto token = row ? row->get<std::optional<std::int64_t>>("token") : std::nullopt;
-                    if (!token || *token < 0) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
-                    if (*token > 0) {
-                        h.token = *token;
-                        break;
-                    }
-                } else {
-                    auto row = s.conn->query_one("SELECT GET_LOCK(?, ?) AS got", {name, wait_s});
-                    const auto got = row ? row->get<std::optional<std::int64_t>>("got") : std::nullopt;
-                    if (!got) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
-                    if (*got == 1) break;
+                // kAcquire: the token when it got the lock, 0 when the wait ran out, -1 for
+                // GET_LOCK's NULL (an error, e.g. the session was killed while it waited).
+                ++statements;
+                auto row = s.conn->query_one(kAcquire, {name, wait_s});
+                const auto token = row ? row->get<std::optional<std::int64_t>>("token") : std::nullopt;
+                if (!token || *token < 0) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
+                if (*token > 0) {
+                    h.token = *token;
+                    break;
                 }
                 if (SteadyClock::now() >= deadline || wait_s == 0.0) {
                     give_back_locked(session, s);
+                    count_statements();
                     return false;
                 }
                 MutexLock sg(mu);
                 ++stats.wait_chunks;
             }
-            // The fencing token: the name's counter row, incremented in this session while the
-            // lock is held, so no other acquisition of the name can interleave (strictly
-            // increasing; the row is durable InnoDB, so it survives restarts). The stored
-            // function did it already, in GET_LOCK's statement.
-            if (!one_trip) {
-                try {
-                    s.conn->execute(
-                        "INSERT INTO lockstep_lock_fence (name, token) VALUES (?, LAST_INSERT_ID(1)) "
-                        "ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)",
-                        {name});
-                    h.token = s.conn->last_insert_id();
-                } catch (...) {
-                    try {
-                        s.conn->query_one("SELECT RELEASE_LOCK(?)", {name});
-                    } catch (...) {
-                        s.conn.reset();  // closing the session frees the lock
-                    }
-                    throw;
-                }
-            }
         } catch (const DbError& e) {
+            count_statements();
             {
                 MutexLock g(s.mu);
                 s.conn.reset();
@@ -216,6 +232,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         {
             MutexLock g(mu);
             ++stats.acquired;
+            stats.acquire_statements += statements;
         }
         {
             // Wake the watchdog only when this hold needs checks sooner than it sleeps: waking it
@@ -328,23 +345,10 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
 
 MysqlLockService::MysqlLockService(MysqlOptions mysql, LockServiceOptions options)
     : state_(std::make_shared<State>(std::move(mysql), std::move(options))) {
+    // The epoch guard's table; the tokens themselves need no table and no stored routine, so
+    // an account with no CREATE ROUTINE (nor SUPER, with the binary log on) fences the same way.
     MysqlConnection setup(state_->mysql);
-    setup.execute_unprepared(
-        "CREATE TABLE IF NOT EXISTS lockstep_lock_fence (name VARBINARY(255) NOT NULL PRIMARY KEY, "
-        "token BIGINT NOT NULL) ENGINE=InnoDB");
-    // The one-round-trip acquisition, when the account may create it (CREATE ROUTINE; with the
-    // binary log on, also SUPER or log_bin_trust_function_creators). Otherwise the counter is
-    // incremented by two more statements after GET_LOCK (same guarantees, two more round trips).
-    try {
-        setup.execute_unprepared(kAcquireFunction);
-        state_->one_trip = true;
-    } catch (const DbError& e) {
-        state_->one_trip = e.code() == 1304;  // ER_SP_ALREADY_EXISTS: another service made it
-        if (!state_->one_trip) {
-            logger()->info("mysql locks: cannot create lockstep_lock_acquire_v1 ({}); fencing takes two more round trips",
-                           e.what());
-        }
-    }
+    setup.execute_unprepared(kEpochTable);
     state_->watchdog = std::thread([s = state_.get()] { s->run_watchdog(); });
 }
 

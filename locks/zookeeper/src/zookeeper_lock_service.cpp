@@ -15,6 +15,7 @@
 #include "hold_table_mutex.h"
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_errors.h"
@@ -77,6 +78,25 @@ struct ZkHold {
 
 }  // namespace
 
+// One client handle (one session) and its generation, closed when its last reference goes. The
+// service keeps one reference to its current handle; every thread that calls on a handle holds
+// its own for the whole call. So when a thread replaces an expired session and drops the service's
+// reference, a thread still inside a call on the old handle (it picked the handle just before the
+// expiry) keeps it open, and it is closed by whichever of them is last, never under anybody's
+// feet (zookeeper_close frees the handle: a call on it afterwards is a use after free).
+// REQUIRES: the last reference is never dropped with State::mu held, nor on the client's own
+// event thread (zookeeper_close joins it, and event() takes mu): event() only compares pointers.
+struct ZkSession {
+    ZkSession(ZooKeeperLockService::State& s, zhandle_t* h, std::uint64_t g) : state(s), zh(h), gen(g) {}
+    ~ZkSession();
+    ZkSession(const ZkSession&) = delete;
+    ZkSession& operator=(const ZkSession&) = delete;
+    ZooKeeperLockService::State& state;
+    zhandle_t* const zh;
+    const std::uint64_t gen;
+};
+using SessionRef = std::shared_ptr<ZkSession>;
+
 struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     State(ZooKeeperLockOptions z, LockServiceOptions o)
         : zk(std::move(z)), prefix(std::move(o.prefix)), table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
@@ -89,7 +109,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // Never held across a call that waits for that event thread (zookeeper_close, see handle()).
     mutable Mutex mu;
     CondVar changed;                                   // session state changes and fired watches
-    zhandle_t* zh GUARDED_BY(mu) = nullptr;
+    zhandle_t* zh GUARDED_BY(mu) = nullptr;          // current->zh, or null while replaced
+    SessionRef current GUARDED_BY(mu);                // the service's reference to it
     int zstate GUARDED_BY(mu) = 0;                     // last session state seen for zh
     std::uint64_t session GUARDED_BY(mu) = 0;          // generation: bumped per new handle
     bool expired GUARDED_BY(mu) = false;               // zh's session expired: replace it before use
@@ -188,6 +209,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             expired = false;
             expiry_reported = false;
             ++session;
+            current = std::make_shared<ZkSession>(*this, h, session);  // current was null: nothing dropped
             ++stats.sessions;
             disconnected_since = SteadyClock::now();
         }
@@ -204,23 +226,26 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // The current handle, replacing an expired session first. Only one thread replaces it: two
     // threads that both saw the expiry used to open a session each, and the one not kept in `zh`
     // was never closed: its ephemeral nodes (a waiter's queue entry) blocked the lock forever.
-    std::pair<zhandle_t*, std::uint64_t> handle() EXCLUDES(mu, replace_mu) {
+    // The caller keeps the returned reference for as long as it calls on the handle (ZkSession).
+    SessionRef handle() EXCLUDES(mu, replace_mu) {
         {
             MutexLock g(mu);
-            if (!expired && zh) return {zh, session};
+            if (!expired && current) return current;
         }
         MutexLock replacing(replace_mu);
-        zhandle_t* old = nullptr;
+        SessionRef old;
         {
             MutexLock g(mu);
-            if (!expired && zh) return {zh, session};  // another thread replaced it meanwhile
-            old = zh;
+            if (!expired && current) return current;  // another thread replaced it meanwhile
+            old = std::move(current);
             zh = nullptr;
         }
-        if (old) zookeeper_close(old);  // without mu: it joins the thread that runs on_event
+        // Without mu: closing joins the thread that runs on_event. Closed here unless a call on
+        // it is still running; then that call's thread closes it when it is done.
+        old.reset();
         open_session();
         MutexLock g(mu);
-        return {zh, session};
+        return current;
     }
 
     // After a connection loss: wait until connected again (or expired, or the deadline).
@@ -428,9 +453,13 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     bool acquire_in_session(Hold& hold, SteadyTime deadline) EXCLUDES(mu, replace_mu) {
         // Plain copies, not structured bindings: the lambdas below capture them, which clang 14
         // (the sanitizer and fuzz builds) refuses for bindings.
-        const auto session_handle = handle();
-        const auto h = session_handle.first;
-        const auto gen = session_handle.second;
+        // Declared first, so it is released last: after every MutexLock of this function.
+        const SessionRef session_ref = handle();
+        const auto h = session_ref->zh;
+        const auto gen = session_ref->gen;
+        // Between picking the handle and the first call on it: where another thread may replace
+        // an expired session (the use count above keeps this handle open until we are done).
+        fault::point("locks.zookeeper.after_handle");
         const std::string dir = dir_of(hold);
         const std::string node_prefix = "_c_" + locks_detail::random_hex_id() + "-" + tag_of(hold.kind) + "-";
         std::optional<std::vector<std::string>> listing;
@@ -535,12 +564,13 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     bool release(Hold& hold) override EXCLUDES(mu) {
         auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
         for (int attempt = 0;; ++attempt) {
-            zhandle_t* h = nullptr;
+            SessionRef ref;  // keeps the handle open during the call; released after every lock below
             {
                 MutexLock g(mu);
                 if (expired || session != zh_hold->session) return false;  // the session (and node) is gone
-                h = zh;
+                ref = current;
             }
+            zhandle_t* const h = ref->zh;
             const int rc = zoo_delete(h, zh_hold->path.c_str(), -1);
             if (rc == ZOK) return true;
             if (rc == ZNONODE) return attempt > 0;  // after a lost reply: our own first delete
@@ -658,29 +688,34 @@ private:
 
 }  // namespace
 
+ZkSession::~ZkSession() {
+    zookeeper_close(zh);
+    MutexLock g(state.mu);
+    ++state.stats.handles_closed;
+}
+
 ZooKeeperLockService::ZooKeeperLockService(ZooKeeperLockOptions zk, LockServiceOptions options)
     : state_(std::make_shared<State>(std::move(zk), std::move(options))) {
     if (state_->zk.root.empty() || state_->zk.root[0] != '/' || state_->zk.root.back() == '/') {
         throw ConfigError("root", "must start with '/' and not end with it");
     }
     state_->open_session();
-    auto [h, gen] = state_->handle();
-    (void)gen;
-    state_->ensure_path(h, state_->zk.root, ZOO_PERSISTENT);
+    const SessionRef ref = state_->handle();
+    state_->ensure_path(ref->zh, state_->zk.root, ZOO_PERSISTENT);
     state_->watchdog = std::thread([s = state_.get()] { s->run_watchdog(); });
 }
 
 ZooKeeperLockService::~ZooKeeperLockService() {
-    zhandle_t* h = nullptr;
+    SessionRef last;
     {
         MutexLock g(state_->mu);
         state_->stopping = true;
-        h = state_->zh;
+        last = std::move(state_->current);
         state_->zh = nullptr;
     }
     state_->changed.notify_all();
     state_->watchdog.join();
-    if (h) zookeeper_close(h);  // ends the session: every node it still has goes at once
+    last.reset();  // closes the session: every node it still has goes at once
 }
 
 std::unique_ptr<DistributedMutex> ZooKeeperLockService::make_mutex(std::string name, LockOptions options) {

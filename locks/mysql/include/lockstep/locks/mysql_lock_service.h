@@ -18,9 +18,12 @@
 //     session from idling out, and finds a hold whose session died (KILL, server restart,
 //     network) and reports it lost (LockLossReason::Expired / Unreachable).
 //   - A stopped holder can wake after its session ended and the lock moved on (L5): fencing
-//     tokens are required. Each new acquisition increments a counter row of the lock name in the
-//     same session right after GET_LOCK succeeded, while the lock is held, so tokens are strictly
-//     increasing per name (docs/locks.md argues it).
+//     tokens are required. The token is drawn in GET_LOCK's own statement, once the lock is held:
+//     the server's UUID_SHORT() without its server-id byte ((start-up seconds << 24) + a global
+//     counter), so tokens strictly increase per name with no row written per acquisition; across
+//     a restart the start-up seconds grow, and an epoch row written once per server run refuses
+//     a server whose tokens went back (a clock stepped back past its previous start-up, a
+//     fail-over to an older server). docs/locks.md argues it.
 //   - A GET_LOCK wait longer than the client's read timeout ends in error 2013: waits are sent
 //     in chunks shorter than MysqlOptions::read_timeout.
 //   - Names are limited to 64 (MySQL) / 192 (MariaDB) characters: a longer prefixed name is
@@ -49,13 +52,16 @@ struct MysqlLockStats {
     std::uint64_t sessions_opened = 0;  // connections opened for holds
     std::uint64_t acquired = 0;         // new acquisitions
     std::uint64_t wait_chunks = 0;      // GET_LOCK calls that timed out inside a longer wait
+    std::uint64_t acquire_statements = 0;  // statements acquisitions sent (GET_LOCK + token is one)
     std::uint64_t checks = 0;           // watchdog checks of pinned sessions
     std::uint64_t losses = 0;           // holds reported lost
+    std::uint64_t epoch_writes = 0;     // epoch guard rows written (once per server run)
+    std::uint64_t epoch_refusals = 0;   // new sessions refused: the server's tokens went back
 };
 
 class MysqlLockService : public LockService {
 public:
-    // Connects once to create the fencing counter table (lockstep_lock_fence) if needed.
+    // Connects once to create the epoch guard's table (lockstep_lock_epoch) if needed.
     explicit MysqlLockService(MysqlOptions mysql, LockServiceOptions options = {});
     ~MysqlLockService() override;
 

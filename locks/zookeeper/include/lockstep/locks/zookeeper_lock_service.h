@@ -57,6 +57,7 @@ struct ZooKeeperLockStats {
     std::uint64_t connection_retries = 0;  // other calls repeated after a reconnect in the session
     std::uint64_t losses = 0;           // holds reported lost
     std::uint64_t requeued = 0;         // waits whose own node vanished (session expired): queued again
+    std::uint64_t handles_closed = 0;   // client handles closed (by the replacer, or by the last call on it)
 };
 
 class ZooKeeperLockService : public LockService {
