@@ -291,6 +291,7 @@ RedisPoolStats RedisClusterRouter::stats() const {
         sum.created += s.created;
         sum.discarded += s.discarded;
         sum.wait_timeouts += s.wait_timeouts;
+        sum.lent_unchecked += s.lent_unchecked;
         sum.waiting += s.waiting;
     }
     return sum;
