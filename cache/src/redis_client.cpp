@@ -173,7 +173,23 @@ RedisReply RedisClient::eval_views(const RedisScript& script, std::span<const st
 }
 
 std::optional<std::string> RedisClient::get(std::string_view key) {
-    return command({"GET", key}).optional_string();
+    if (impl_->cluster || impl_->sentinel) return command({"GET", key}).optional_string();
+    bool unchecked = false;
+    try {
+        auto conn = impl_->pool.acquire();
+        unchecked = conn.lent_unchecked();
+        return checked(conn->command({"GET", key}), "GET").optional_string();
+    } catch (const TimeoutError&) {
+        throw;  // a server that does not answer is not asked twice
+    } catch (const ConnectionError&) {
+        // The connection was lent without the liveness check (it was returned a moment ago)
+        // and the server had closed it meanwhile. A GET changes nothing, so it runs once more,
+        // on a connection checked now (the failed one is already discarded). Writes are never
+        // repeated: they report "may have been applied" instead (docs/cache.md).
+        if (!unchecked) throw;
+    }
+    auto conn = impl_->pool.acquire(RedisConnectionPool::Lend::Checked);
+    return checked(conn->command({"GET", key}), "GET").optional_string();
 }
 
 void RedisClient::set(std::string_view key, std::string_view value,

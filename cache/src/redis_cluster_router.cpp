@@ -36,6 +36,9 @@ RedisOptions node_options(const RedisOptions& cluster, const std::string& host, 
     o.nodes.clear();
     o.host = host;
     o.port = port;
+    // A failover closes clients on the nodes that change role: every lend is checked, so the
+    // routing's retry sees a dead connection before a command is sent on it (docs/cache.md).
+    o.pool_check_idle_after = std::chrono::milliseconds(0);
     return o;
 }
 
@@ -291,6 +294,7 @@ RedisPoolStats RedisClusterRouter::stats() const {
         sum.created += s.created;
         sum.discarded += s.discarded;
         sum.wait_timeouts += s.wait_timeouts;
+        sum.lent_unchecked += s.lent_unchecked;
         sum.waiting += s.waiting;
     }
     return sum;

@@ -176,8 +176,14 @@ std::vector<RedisReply> RedisConnection::receive_pipeline() {
     return replies;
 }
 
-bool RedisConnection::looks_alive() const {
+bool RedisConnection::in_step() const noexcept {
     if (broken() || !ctx_ || ctx_->err != 0) return false;
+    // Bytes hiredis read past the last reply would be the next caller's "reply".
+    return ctx_->reader == nullptr || ctx_->reader->pos >= ctx_->reader->len;
+}
+
+bool RedisConnection::looks_alive() const {
+    if (!in_step()) return false;
     // An idle connection has nothing to read. EOF means the server closed it (restart, timeout,
     // CLIENT KILL); bytes mean the stream is out of step. Either way it must not be lent.
     char byte;

@@ -14,6 +14,7 @@ void check_redis_options(const RedisOptions& o) {
     if (o.socket_timeout.count() <= 0) throw ConfigError("socket_timeout", "must be positive");
     if (o.pool_size == 0) throw ConfigError("pool_size", "must be at least 1");
     if (o.pool_wait_timeout.count() < 0) throw ConfigError("pool_wait_timeout", "must not be negative");
+    if (o.pool_check_idle_after.count() < 0) throw ConfigError("pool_check_idle_after", "must not be negative");
 }
 
 }  // namespace lockstep::detail

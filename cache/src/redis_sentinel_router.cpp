@@ -25,6 +25,9 @@ RedisOptions endpoint_options(const RedisOptions& base, const std::string& host,
     o.nodes.clear();
     o.host = host;
     o.port = port;
+    // A failover closes clients on the nodes that change role: every lend is checked, so the
+    // routing's retry sees a dead connection before a command is sent on it (docs/cache.md).
+    o.pool_check_idle_after = std::chrono::milliseconds(0);
     return o;
 }
 

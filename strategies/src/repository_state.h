@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -147,7 +148,14 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
     // delete), then its reply collected. True if the delete reached Redis.
     std::unique_ptr<PendingRemove> start_delete(const std::string& key);
     bool finish_delete(const std::string& key, std::unique_ptr<PendingRemove> pending);
-    void delete_later(const std::string& key, std::chrono::milliseconds delay);
+    // The delayed DELs (DelayedDoubleDelete) are batched: delete_later() queues the key and
+    // wakes the scheduler only for a new earliest due time; delete_due() sends every key due by
+    // then in one pipeline (issue 14). A batch that fails hands each of its keys to the retry
+    // queue (a DEL is idempotent: one that did land costs a repeated DEL, nothing more).
+    void delete_later(const std::string& key, std::chrono::milliseconds delay) EXCLUDES(delayed_mutex);
+    void delete_due() EXCLUDES(delayed_mutex);
+    // Called by a scheduler task that may outlive this state.
+    void schedule_delete_due(Clock::duration after);
     void enqueue_retry(const std::string& key) EXCLUDES(retry_mutex);
     void retry_delete(const std::string& key) EXCLUDES(retry_mutex);
 
@@ -156,6 +164,12 @@ struct RepositoryCore::State : std::enable_shared_from_this<RepositoryCore::Stat
         std::uint64_t generation = 0;  // bumped by every new failure of this key
         Clock::time_point give_up_at;
     };
+    Mutex delayed_mutex;
+    // Due time -> key, of the delayed DELs not sent yet.
+    std::multimap<Clock::time_point, std::string> delayed GUARDED_BY(delayed_mutex);
+    // The due time the scheduler will next run delete_due() at (none: no task queued).
+    std::optional<Clock::time_point> delayed_wake GUARDED_BY(delayed_mutex);
+    Clock::duration delayed_slack GUARDED_BY(delayed_mutex){};  // see delete_later()
     mutable Mutex retry_mutex;
     std::unordered_map<std::string, PendingDelete> pending_deletes GUARDED_BY(retry_mutex);
     std::atomic<bool> closed{false};

@@ -15,6 +15,7 @@
 namespace lockstep::test {
 namespace {
 
+using namespace std::chrono_literals;
 using RedisPoolTest = RedisTest;
 
 TEST_F(RedisPoolTest, ExhaustedPoolWaitsItsTimeoutThenThrowsTimeoutError) {
@@ -102,7 +103,11 @@ TEST_F(RedisPoolTest, BrokenConnectionIsDiscardedNotReturned) {
 }
 
 TEST_F(RedisPoolTest, IdleConnectionClosedByTheServerIsReplacedOnLend) {
-    RedisClient client(options_with([](RedisOptions& o) { o.pool_size = 1; }));
+    // Every lend checked (pool_check_idle_after 0): the closed connection is never lent.
+    RedisClient client(options_with([](RedisOptions& o) {
+        o.pool_size = 1;
+        o.pool_check_idle_after = 0ms;
+    }));
     long long id;
     {
         auto conn = client.connection();
@@ -114,6 +119,88 @@ TEST_F(RedisPoolTest, IdleConnectionClosedByTheServerIsReplacedOnLend) {
     EXPECT_EQ(client.command({"PING"}).str(), "PONG");
     EXPECT_EQ(client.pool_stats().discarded, 1u);
     EXPECT_EQ(client.pool_stats().created, 2u);
+}
+
+// The recently returned connection is lent without the recv(MSG_PEEK) check (issue 14). The
+// server kills it inside that window: a GET is answered all the same (run once more on a
+// connection checked now), a write gets a typed ConnectionError, and neither ever reads a reply
+// that is not its own.
+TEST_F(RedisPoolTest, ConnectionKilledWithinTheUncheckedWindowGetsARetriedReadOrATypedError) {
+    // A window no test run outlasts: the killed connection is certainly lent unchecked.
+    RedisClient client(options_with([](RedisOptions& o) {
+        o.pool_size = 1;
+        o.pool_check_idle_after = std::chrono::hours(1);
+    }));
+    client.set(key("k"), "v");
+    auto kill_pooled = [&] {
+        long long id;
+        {
+            auto conn = client.connection();
+            id = conn->command({"CLIENT", "ID"}).integer();
+        }
+        EXPECT_EQ(client_->command({"CLIENT", "KILL", "ID", std::to_string(id)}).integer(), 1);
+    };
+
+    kill_pooled();
+    const auto before = client.pool_stats();
+    EXPECT_EQ(client.get(key("k")), "v") << "the read is run once more on a checked connection";
+    auto after = client.pool_stats();
+    EXPECT_EQ(after.discarded, before.discarded + 1);
+    EXPECT_EQ(after.lent_unchecked, before.lent_unchecked + 1);
+    EXPECT_EQ(after.created, before.created + 1);
+
+    kill_pooled();
+    try {
+        client.command({"INCR", key("n")});
+        FAIL() << "a write on the killed connection did not fail";
+    } catch (const ConnectionError& e) {
+        EXPECT_EQ(dynamic_cast<const TimeoutError*>(&e), nullptr) << e.what();
+        EXPECT_NE(std::string(e.what()).find("may have been applied"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(client.get(key("n")), std::nullopt) << "the write was not repeated behind the caller's back";
+    EXPECT_EQ(client.command({"PING"}).str(), "PONG");
+}
+
+// Idle past the window, the same kill is caught before lending: even a write succeeds.
+TEST_F(RedisPoolTest, ConnectionIdlePastTheWindowIsCheckedAndReplacedBeforeAWrite) {
+    constexpr auto kWindow = 50ms;
+    RedisClient client(options_with([&](RedisOptions& o) {
+        o.pool_size = 1;
+        o.pool_check_idle_after = kWindow;
+    }));
+    long long id;
+    {
+        auto conn = client.connection();
+        id = conn->command({"CLIENT", "ID"}).integer();
+    }
+    const auto returned = std::chrono::steady_clock::now();  // at or after the pool's own mark
+    EXPECT_EQ(client_->command({"CLIENT", "KILL", "ID", std::to_string(id)}).integer(), 1);
+    std::this_thread::sleep_until(returned + kWindow + 1ms);  // a time condition: past the window
+    const auto before = client.pool_stats();
+    EXPECT_EQ(client.command({"INCR", key("n")}).integer(), 1);
+    const auto after = client.pool_stats();
+    EXPECT_EQ(after.discarded, before.discarded + 1);
+    EXPECT_EQ(after.lent_unchecked, before.lent_unchecked);
+}
+
+// A connection with reply bytes nobody read is never lent, checked or not.
+TEST_F(RedisPoolTest, ConnectionWithAnUnreadReplyIsNotLentEvenWithinTheWindow) {
+    RedisClient client(options_with([](RedisOptions& o) {
+        o.pool_size = 1;
+        o.pool_check_idle_after = std::chrono::hours(1);
+    }));
+    {
+        auto conn = client.connection();
+        conn->send({"SET", key("k"), "mine"});  // its +OK is never read
+    }
+    EXPECT_EQ(client.pool_stats().discarded, 1u);
+    EXPECT_EQ(client.get(key("k")), "mine") << "the next caller reads its own reply, not +OK";
+}
+
+TEST(RedisPoolOptionsTest, NegativeCheckWindowIsAConfigError) {
+    RedisOptions o;
+    o.pool_check_idle_after = std::chrono::milliseconds(-1);
+    EXPECT_THROW(RedisConnectionPool{o}, ConfigError);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 // Thread safety: none; one thread at a time (the pool guarantees it).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
@@ -59,9 +60,17 @@ public:
 
     // True once an I/O error happened; the pool discards it.
     bool broken() const noexcept { return broken_ || pending_ > 0; }
-    // Cheap liveness check without a round trip: false if the peer has closed the socket
-    // (e.g. the server restarted while this connection sat idle in the pool).
+    // Liveness check without a round trip, one non-blocking recv(MSG_PEEK): false if the peer
+    // has closed the socket (e.g. the server restarted while this connection sat idle in the
+    // pool) or sent bytes nobody asked for. The pool runs it on connections idle longer than
+    // pool_check_idle_after only (redis_connection_pool.h).
     bool looks_alive() const;
+    // What can be known without a system call: not broken, no error on the context, and no
+    // reply bytes left over in hiredis's read buffer.
+    bool in_step() const noexcept;
+    // When the pool last took this connection back (steady clock).
+    std::chrono::steady_clock::time_point idle_since() const noexcept { return idle_since_; }
+    void mark_idle(std::chrono::steady_clock::time_point now) noexcept { idle_since_ = now; }
     // The socket file descriptor, for poll() by the subscriber.
     int fd() const;
     redisContext* raw() noexcept { return ctx_.get(); }
@@ -78,6 +87,7 @@ private:
     RedisOptions options_;
     bool broken_ = false;
     std::size_t pending_ = 0;  // replies sent for and not yet read (send / receive)
+    std::chrono::steady_clock::time_point idle_since_{};
 };
 
 }  // namespace lockstep

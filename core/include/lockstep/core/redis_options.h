@@ -39,6 +39,11 @@ struct RedisOptions {
     std::size_t pool_size = 8;
     // How long a caller waits for a pooled connection before a TimeoutError.
     std::chrono::milliseconds pool_wait_timeout{2000};
+    // A pooled connection idle at least this long is checked before it is lent (one non-blocking
+    // recv: has the server closed it, are there bytes nobody asked for?); one returned more
+    // recently is lent without the system call. 0: check on every lend. The trade-off is in
+    // docs/cache.md ("Lending a pooled connection").
+    std::chrono::milliseconds pool_check_idle_after{100};
 
     // Topology (additive; Standalone keeps every field above meaning what it always did).
     RedisTopology topology = RedisTopology::Standalone;

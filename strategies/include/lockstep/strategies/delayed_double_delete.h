@@ -6,8 +6,9 @@
 // leaves a stale entry (C4): choose `delay` above the slowest read you expect (p99.9 of a miss:
 // DB read + backfill), and remember it is a bet, not a proof. Lease closes C4 for any delay.
 // Fault points: "repo.between_deletes" (after the post-commit delete, before the delayed one is
-// scheduled) and "repo.before_delayed_delete" (on the scheduler thread, before the last DEL).
-// Cost: three DELs per write, one timer entry.
+// scheduled) and "repo.before_delayed_delete" (on the scheduler thread, before each batch of last DELs).
+// Cost: three DELs per write; the delayed ones of all keys due within a short slack (a tenth of
+// `delay`, at most 10 ms, never early) go out in one pipeline per scheduler wake-up.
 #pragma once
 
 #include <chrono>
