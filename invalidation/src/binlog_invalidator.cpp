@@ -30,6 +30,7 @@
 #include "lockstep/invalidation/fault_points.h"
 #include "lockstep/invalidation/gtid_state.h"
 #include "lockstep/invalidation/position_store.h"
+#include "key_scan.h"
 
 namespace lockstep {
 
@@ -194,18 +195,13 @@ struct BinlogInvalidator::Impl {
         }
     }
 
-    // Every value key of one entity (SCAN on this node; on a cluster every master would need it).
+    // Every value key of one entity, on every master (key_scan.h: SCAN walks one node only).
     std::uint64_t flush_binding(const TableBinding& b) {
-        std::string cursor = "0", pattern = map.scan_pattern(b);
         std::uint64_t n = 0;
-        do {
-            RedisReply reply = redis.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-            cursor = reply.elements().at(0).str();
-            std::vector<std::string> keys;
-            for (const auto& k : reply.elements().at(1).elements()) keys.push_back(k.str());
+        scan_every_master(redis, map.scan_pattern(b), [&](const std::vector<std::string>& keys) {
             delete_keys(keys);
             n += keys.size();
-        } while (cursor != "0");
+        });
         return n;
     }
 
