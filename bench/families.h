@@ -23,6 +23,7 @@ constexpr int kMemory = 90;  // 90..94: one row per layout
 constexpr int kCodec = 100;
 constexpr int kLockBackends = 110;  // 110..118: MySQL and ZooKeeper cycles, contended per backend
 constexpr int kOutbox = 45;
+constexpr int kFollower = 46;  // 46, 47: the binlog follower's lag and throughput
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);
@@ -52,6 +53,11 @@ void register_memory(Environment& env, Plan& plan);
 void register_codec(Environment& env, Plan& plan);
 // The transactional outbox's cost per write (C5, docs/invalidation.md).
 void register_outbox(Environment& env, Plan& plan);
+#endif
+
+#if LOCKSTEP_BENCH_HAS_INVALIDATION
+// The binlog follower's lag (UPDATE -> key gone) and throughput (docs/invalidation.md).
+void register_follower(Environment& env, Plan& plan);
 #endif
 
 }  // namespace lockstep::bench

@@ -135,7 +135,13 @@ int run(int argc, char** argv) {
     register_memory(env, plan);
     register_codec(env, plan);
     register_outbox(env, plan);
+#endif
+#if LOCKSTEP_BENCH_HAS_INVALIDATION
+    register_follower(env, plan);
 #else
+    plan.add_not_built(row_order::kFollower, "follower lag", "lag p99 ≤ 1 ms", "lockstep was built without its invalidation layer");
+#endif
+#if !LOCKSTEP_BENCH_HAS_STRATEGIES
     const std::string no_strategies = "lockstep was built without its strategies layer (LOCKSTEP_DEV_LAYERS)";
     plan.add_not_built(row_order::kCacheHit, "cache hit", "≤ 1.05×", no_strategies);
     plan.add_not_built(row_order::kWriter, "double-delete writer", "≤ 1.05×", no_strategies);

@@ -94,11 +94,8 @@ void forced(DemoContext& ctx, const RaceCase& c) {
         record_forced(ctx, std::move(*base), [&](int) { return trial(ctx, with_follower); });
         if (follower) {
             follower->stop();
-            // Its saved position goes too. A pool of its own: the store leaves its connections
-            // with sql_log_bin = 0 (position_store.h), which would hide the demo's later writes
-            // from the binlog, and from C10's replica.
-            MysqlPool positions(ctx.services().mysql_options());
-            PositionStore(positions).erase(name);
+            // Its saved position goes too (the store opens a pool of its own: position_store.h).
+            PositionStore(ctx.services().mysql_options()).erase(name);
         }
     }
 }

@@ -2,24 +2,35 @@
 // position. The stages and their invariant:
 //   read_event   one event into the current group (keys and entities to flush)
 //   finish_group the group's deletes land in Redis (retried until they do), THEN its GTID is
-//                applied, THEN maybe saved: a saved position never runs ahead of the deletes.
+//                applied, and the group is queued for its second DEL
+//   redelete     (its own thread) `second_delete_delay` later, the due groups' keys are deleted
+//                again in one pipeline, THEN their GTIDs are settled
+//   save         the settled position, at most every save_interval: a saved position never runs
+//                ahead of the deletes, first or second (at-least-once for both).
+// The second DEL closes the visibility window (docs/invalidation.md): MariaDB sends a group to
+// the dump thread just before its commit is visible, so a reader may cache the old row after the
+// first DEL.
 #include "lockstep/invalidation/binlog_invalidator.h"
 
 #include <algorithm>
 #include <cctype>
+#include <deque>
 #include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
 
 #include "lockstep/cache/redis_client.h"
+#include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/invalidation/binlog_event.h"
 #include "lockstep/invalidation/binlog_stream.h"
+#include "lockstep/invalidation/fault_points.h"
 #include "lockstep/invalidation/gtid_state.h"
 #include "lockstep/invalidation/position_store.h"
+#include "key_scan.h"
 
 namespace lockstep {
 
@@ -90,6 +101,14 @@ struct Group {
     std::set<const TableBinding*> flush;
 };
 
+// A group whose first DEL landed, waiting for its second.
+struct Pending {
+    Clock::time_point due;
+    binlog::Gtid gtid;
+    std::set<std::string> keys;
+    std::set<const TableBinding*> flush;
+};
+
 // What the follower knows about a table id in the current stream.
 struct TableState {
     std::optional<binlog::TableMap> map;          // watched and decodable
@@ -103,8 +122,7 @@ struct BinlogInvalidator::Impl {
     RedisClient& redis;
     InvalidationMap map;
     BinlogInvalidatorOptions options;
-    MysqlPool position_pool;
-    PositionStore positions;
+    PositionStore positions;  // its own pool: it leaves sql_log_bin = 0 on its connections
 
     std::atomic<bool> stopping{false};
     std::thread thread;
@@ -113,7 +131,11 @@ struct BinlogInvalidator::Impl {
     std::unordered_map<std::uint64_t, TableState> tables;
     Group group;
     Clock::time_point last_save{};
-    bool dirty = false;
+    // The settled position moved since the last save (set by both threads).
+    std::atomic<bool> dirty{false};
+
+    // The re-delete thread (second DELs); runs while run() does, when second_delete_delay > 0.
+    std::thread redeleter;
 
     // Shared between the follower thread and metrics() / wait_caught_up() callers.
     mutable Mutex mutex;
@@ -121,6 +143,14 @@ struct BinlogInvalidator::Impl {
     InvalidatorMetrics m GUARDED_BY(mutex);
     LagWindow lag GUARDED_BY(mutex);
     GtidState applied GUARDED_BY(mutex);
+    // What is saved: applied, minus the groups whose second DEL has not landed yet.
+    GtidState settled GUARDED_BY(mutex);
+    std::deque<Pending> pending GUARDED_BY(mutex);
+    CondVar pending_changed;
+    bool redeleter_stop GUARDED_BY(mutex) = false;
+    // Bumped when the position is reset (start, lost position): a batch taken before must not
+    // settle its older GTIDs over the new position.
+    std::uint64_t generation GUARDED_BY(mutex) = 0;
     std::uint32_t last_timestamp GUARDED_BY(mutex) = 0;
 
     Impl(MysqlOptions mysql_in, RedisClient& redis_in, InvalidationMap map_in, BinlogInvalidatorOptions options_in)
@@ -128,10 +158,9 @@ struct BinlogInvalidator::Impl {
           redis(redis_in),
           map(std::move(map_in)),
           options(std::move(options_in)),
-          position_pool(pool_options(mysql, options.read_timeout)),
-          positions(position_pool) {}
+          positions(pool_options(mysql, options.read_timeout)) {}
 
-    // The position pool must not block the follower longer than the stream would: a paused
+    // The position store's pool must not block the follower longer than the stream would: a paused
     // server is noticed by the read timeout here too.
     static MysqlOptions pool_options(MysqlOptions o, std::chrono::milliseconds read_timeout) {
         o.pool_size = 2;
@@ -166,23 +195,19 @@ struct BinlogInvalidator::Impl {
         }
     }
 
-    // Every value key of one entity (SCAN on this node; on a cluster every master would need it).
+    // Every value key of one entity, on every master (key_scan.h: SCAN walks one node only).
     std::uint64_t flush_binding(const TableBinding& b) {
-        std::string cursor = "0", pattern = map.scan_pattern(b);
         std::uint64_t n = 0;
-        do {
-            RedisReply reply = redis.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-            cursor = reply.elements().at(0).str();
-            std::vector<std::string> keys;
-            for (const auto& k : reply.elements().at(1).elements()) keys.push_back(k.str());
+        scan_every_master(redis, map.scan_pattern(b), [&](const std::vector<std::string>& keys) {
             delete_keys(keys);
             n += keys.size();
-        } while (cursor != "0");
+        });
         return n;
     }
 
-    // Retries until the deletes land or stop() is called. True when they landed.
-    bool apply(const std::set<std::string>& keys, const std::set<const TableBinding*>& flush) {
+    // Retries until the deletes land or stop() is called (once stopping: one attempt). True when
+    // they landed. `second`: the delayed second DEL (counted apart).
+    bool apply(const std::set<std::string>& keys, const std::set<const TableBinding*>& flush, bool second = false) {
         std::vector<std::string> list(keys.begin(), keys.end());
         auto backoff = options.retry_min;
         for (;;) {
@@ -191,7 +216,8 @@ struct BinlogInvalidator::Impl {
                 for (const TableBinding* b : flush) flushed += flush_binding(*b);
                 delete_keys(list);
                 count([&](InvalidatorMetrics& mm) {
-                    mm.keys_deleted += list.size();
+                    (second ? mm.second_keys_deleted : mm.keys_deleted) += list.size();
+                    if (second) ++mm.second_batches;
                     mm.flushes += flush.size();
                     mm.flushed_keys += flushed;
                 });
@@ -214,21 +240,22 @@ struct BinlogInvalidator::Impl {
     // ---- position ---------------------------------------------------------------------------
 
     void save_position(bool force) EXCLUDES(mutex) {
-        if (!dirty || (!force && Clock::now() - last_save < options.save_interval)) return;
+        if (!dirty.load() || (!force && Clock::now() - last_save < options.save_interval)) return;
+        dirty = false;  // before the read: a settle after it sets it again
         std::string gtid;
         {
             MutexLock lock(mutex);
-            gtid = applied.to_string();
+            gtid = settled.to_string();
         }
         try {
             positions.save(options.name, gtid);
-            dirty = false;
             last_save = Clock::now();
             count([&](InvalidatorMetrics& mm) {
                 ++mm.positions_saved;
                 mm.saved_gtid = gtid;
             });
         } catch (const Error&) {
+            dirty = true;
             report(std::current_exception());  // retried at the next group or heartbeat
         }
     }
@@ -237,6 +264,9 @@ struct BinlogInvalidator::Impl {
         {
             MutexLock lock(mutex);
             applied = state;
+            settled = state;
+            pending.clear();
+            ++generation;
             m.applied_gtid = applied.to_string();
         }
         dirty = true;
@@ -250,6 +280,7 @@ struct BinlogInvalidator::Impl {
         if (!apply(group.keys, group.flush)) return;  // stopping: the group is replayed later
         auto now = Clock::now();
         double us = std::chrono::duration<double, std::micro>(now - group.first_event).count();
+        bool queued = false;
         {
             MutexLock lock(mutex);
             applied.update(group.gtid);
@@ -257,8 +288,18 @@ struct BinlogInvalidator::Impl {
             ++m.transactions;
             lag.add(us);
             last_timestamp = group.timestamp;
+            bool nothing = group.keys.empty() && group.flush.empty();
+            if (options.second_delete_delay.count() <= 0 || (nothing && pending.empty())) {
+                settled.update(group.gtid);
+                dirty = true;
+            } else {
+                // Queued even with no keys while others wait: the settled position moves in order.
+                pending.push_back({now + options.second_delete_delay, group.gtid, std::move(group.keys),
+                                   std::move(group.flush)});
+                queued = pending.size() == 1;
+            }
         }
-        dirty = true;
+        if (queued) pending_changed.notify_all();
         applied_changed.notify_all();
         group = Group{};
         save_position(false);
@@ -365,6 +406,76 @@ struct BinlogInvalidator::Impl {
         }
     }
 
+    // ---- the second DEL -----------------------------------------------------------------------
+
+    // The re-delete thread: waits for the oldest group's due time (+ the batch window), takes
+    // every due group, deletes their keys once more in one pipeline, then settles their GTIDs.
+    // Once run() ends it drains the queue immediately (one attempt each); what does not land is
+    // not settled, so the saved position replays it.
+    void redelete_loop() EXCLUDES(mutex) {
+        for (;;) {
+            std::vector<binlog::Gtid> gtids;
+            std::set<std::string> keys;
+            std::set<const TableBinding*> flush;
+            std::uint64_t taken_in = 0;
+            bool draining = false;  // run() ended: take everything, due or not
+            {
+                MutexLock lock(mutex);
+                for (;;) {
+                    if (pending.empty()) {
+                        if (redeleter_stop) return;
+                        pending_changed.wait(mutex);
+                        continue;
+                    }
+                    auto wake = pending.front().due + options.second_delete_batch;
+                    if (redeleter_stop || Clock::now() >= wake) break;
+                    pending_changed.wait_until(mutex, wake);
+                }
+                draining = redeleter_stop;
+                const auto now = Clock::now();
+                while (!pending.empty() && (draining || pending.front().due <= now)) {
+                    Pending& p = pending.front();
+                    gtids.push_back(p.gtid);
+                    keys.merge(p.keys);
+                    flush.merge(p.flush);
+                    pending.pop_front();
+                }
+                taken_in = generation;
+            }
+            fault::point(invalidation_points::before_second_delete);
+            bool landed = keys.empty() && flush.empty() ? true : apply(keys, flush, /*second=*/true);
+            // Not landed only when stopping with Redis unreachable: nothing after it may settle
+            // either (the position moves in order), so the restart replays these groups.
+            if (!landed) return;
+            {
+                MutexLock lock(mutex);
+                if (taken_in == generation) {
+                    for (const auto& g : gtids) settled.update(g);
+                    dirty = true;
+                }
+            }
+        }
+    }
+
+    void start_redeleter() EXCLUDES(mutex) {
+        if (options.second_delete_delay.count() <= 0) return;
+        {
+            MutexLock lock(mutex);
+            redeleter_stop = false;
+        }
+        redeleter = std::thread([this] { redelete_loop(); });
+    }
+
+    void stop_redeleter() EXCLUDES(mutex) {
+        if (!redeleter.joinable()) return;
+        {
+            MutexLock lock(mutex);
+            redeleter_stop = true;
+        }
+        pending_changed.notify_all();
+        redeleter.join();
+    }
+
     // Where to start: the saved position, or (fresh) the server's current one.
     void initial_position() {
         std::optional<std::string> saved = positions.load(options.name);
@@ -412,6 +523,7 @@ struct BinlogInvalidator::Impl {
     void run() {
         auto backoff = options.retry_min;
         bool started = false;
+        start_redeleter();
         while (!stopping.load()) {
             try {
                 if (!started) {
@@ -440,6 +552,7 @@ struct BinlogInvalidator::Impl {
             backoff = options.retry_min;
         }
         count([](InvalidatorMetrics& mm) { mm.connected = false; });
+        stop_redeleter();  // the queued second DELs land (or stay unsettled) before the save
         save_position(true);
     }
 };
@@ -469,6 +582,7 @@ void BinlogInvalidator::run() {
 InvalidatorMetrics BinlogInvalidator::metrics() const {
     MutexLock lock(impl_->mutex);
     InvalidatorMetrics out = impl_->m;
+    out.second_pending = impl_->pending.size();
     impl_->lag.fill(out);
     if (impl_->last_timestamp != 0) {
         auto now = std::chrono::system_clock::now().time_since_epoch();

@@ -2,6 +2,7 @@
 // keys of every changed row of the configured tables (C5, C9; docs/invalidation.md).
 //
 //   lockstep-invalidator --config invalidator.json [--progress 5] [--metrics-file m.json]
+//                        [--inspect [--inspect-sample-rate 0.01]]
 //
 // Config (JSON):
 //   {
@@ -11,13 +12,19 @@
 //     "server_id": 4242,                                    distinct per follower
 //     "heartbeat_ms": 250, "read_timeout_ms": 1000, "save_interval_ms": 200,
 //     "flush_on_fresh_start": true,
+//     "second_delete_delay_ms": 50, "second_delete_batch_ms": 5,      0: no second DEL
 //     "tables": [ {"table": "products", "entity": "product", "prefix": "ls:", "key_column": "id"} ],
-//     "outbox": {"bound_ms": 1000, "replay_every_ms": 100}          optional: also replay the
-//   }                                                               transactional outbox (C5)
+//     "outbox": {"bound_ms": 1000, "replay_every_ms": 100},         optional: also replay the
+//                                                                   transactional outbox (C5)
+//     "inspector": {"server_id": 4343, "sample_rate": 0.01,         optional (or --inspect):
+//                   "check_after_ms": 1000, "track_for_ms": 120000} the consistency inspector
+//   }
 //
-// Progress: one JSON line of metrics on stdout every --progress seconds (0: off). SIGINT or
-// SIGTERM stop it cleanly (the applied position is saved). Exit 0 on a clean stop, 2 on a bad
-// config.
+// Progress: one JSON line of metrics on stdout every --progress seconds (0: off): the follower's
+// metrics, "elapsed_s", and with the inspector an "inspector" object (stale entries found, per
+// million checked writes, staleness percentiles). SIGINT or SIGTERM stop it cleanly (the settled
+// position is saved) and print a last line with "final": true. Exit 0 on a clean stop, 2 on a
+// bad config.
 #include <signal.h>
 
 #include <atomic>
@@ -39,6 +46,7 @@
 #include "lockstep/core/uri.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/invalidation/binlog_invalidator.h"
+#include "lockstep/invalidation/consistency_inspector.h"
 #include "lockstep/strategies/entry_store.h"
 #include "lockstep/strategies/outbox.h"
 
@@ -52,6 +60,9 @@ nlohmann::json to_json(const lockstep::InvalidatorMetrics& m) {
             {"transactions", m.transactions},
             {"rows", m.rows},
             {"keys_deleted", m.keys_deleted},
+            {"second_keys_deleted", m.second_keys_deleted},
+            {"second_batches", m.second_batches},
+            {"second_pending", m.second_pending},
             {"flushes", m.flushes},
             {"flushed_keys", m.flushed_keys},
             {"statement_events", m.statement_events},
@@ -69,12 +80,29 @@ nlohmann::json to_json(const lockstep::InvalidatorMetrics& m) {
             {"connected", m.connected}};
 }
 
+nlohmann::json to_json(const lockstep::InspectorMetrics& m) {
+    return {{"rows_seen", m.rows_seen},
+            {"sampled", m.sampled},
+            {"checked", m.checked},
+            {"stale", m.stale},
+            {"stale_open", m.stale_open},
+            {"stale_given_up", m.stale_given_up},
+            {"stale_per_million", m.stale_per_million},
+            {"staleness_p50_ms", m.staleness_p50_ms},
+            {"staleness_p99_ms", m.staleness_p99_ms},
+            {"staleness_max_ms", m.staleness_max_ms},
+            {"check_errors", m.check_errors},
+            {"reconnects", m.reconnects},
+            {"connected", m.connected}};
+}
+
 struct Config {
     lockstep::MysqlOptions mysql;
     lockstep::RedisOptions redis;
     lockstep::BinlogInvalidatorOptions options;
     std::vector<lockstep::TableBinding> tables;
     std::optional<lockstep::OutboxOptions> outbox;
+    std::optional<lockstep::InspectorOptions> inspector;
 };
 
 Config read_config(const std::string& path) {
@@ -96,6 +124,10 @@ Config read_config(const std::string& path) {
         c.options.read_timeout = std::chrono::milliseconds(j.value("read_timeout_ms", c.options.read_timeout.count()));
         c.options.save_interval = std::chrono::milliseconds(j.value("save_interval_ms", c.options.save_interval.count()));
         c.options.flush_on_fresh_start = j.value("flush_on_fresh_start", c.options.flush_on_fresh_start);
+        c.options.second_delete_delay =
+            std::chrono::milliseconds(j.value("second_delete_delay_ms", c.options.second_delete_delay.count()));
+        c.options.second_delete_batch =
+            std::chrono::milliseconds(j.value("second_delete_batch_ms", c.options.second_delete_batch.count()));
         for (const auto& t : j.at("tables")) {
             lockstep::TableBinding b;
             b.table = t.at("table").get<std::string>();
@@ -111,27 +143,76 @@ Config read_config(const std::string& path) {
             o.replay_every = std::chrono::milliseconds(j["outbox"].value("replay_every_ms", o.replay_every.count()));
             c.outbox = o;
         }
+        if (j.contains("inspector")) {
+            const auto& ji = j["inspector"];
+            lockstep::InspectorOptions o;
+            o.server_id = ji.value("server_id", c.options.server_id + 1);
+            o.version_column = ji.value("version_column", o.version_column);
+            o.sample_rate = ji.value("sample_rate", o.sample_rate);
+            o.check_after = std::chrono::milliseconds(ji.value("check_after_ms", o.check_after.count()));
+            o.track_for = std::chrono::milliseconds(ji.value("track_for_ms", o.track_for.count()));
+            c.inspector = o;
+        }
     } catch (const nlohmann::json::exception& e) {
         throw lockstep::ConfigError("--config", path + ": " + e.what());
     }
     if (c.tables.empty()) throw lockstep::ConfigError("--config", "no tables");
     if (c.options.server_id == 0) throw lockstep::ConfigError("server_id", "must not be 0");
+    if (c.options.second_delete_delay.count() < 0 || c.options.second_delete_batch.count() < 0) {
+        throw lockstep::ConfigError("second_delete_delay_ms", "must not be negative");
+    }
+    if (c.inspector && (c.inspector->server_id == 0 || c.inspector->server_id == c.options.server_id)) {
+        throw lockstep::ConfigError("inspector.server_id", "must be non-zero and differ from the follower's server_id");
+    }
     return c;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"lockstep-invalidator: deletes the cache keys of every row changed in MariaDB, from its binary log"};
+    CLI::App app{
+        "lockstep-invalidator: follows a MariaDB binary log as a replica and deletes the Redis cache keys of every\n"
+        "row changed in the configured tables, whoever changed it (C5, C9; docs/invalidation.md). Each key is\n"
+        "deleted at once and a second time second_delete_delay_ms later (MariaDB's visibility window). The\n"
+        "position (GTID) is saved in lockstep_binlog_position after the deletes it covers: a restart resumes\n"
+        "there, nothing is skipped."};
+    app.footer(
+        "Config (JSON): {\"mysql\": \"mysql://root@127.0.0.1:3306/db\", \"redis\": \"redis://127.0.0.1:6379/0\",\n"
+        "  \"name\": \"catalog\", \"server_id\": 4242 (distinct per follower),\n"
+        "  \"tables\": [{\"table\": \"products\", \"entity\": \"product\", \"prefix\": \"ls:\", \"key_column\": \"id\"}],\n"
+        "  optional: heartbeat_ms, read_timeout_ms, save_interval_ms, flush_on_fresh_start,\n"
+        "  second_delete_delay_ms (50; 0 = off), second_delete_batch_ms (5),\n"
+        "  \"outbox\": {bound_ms, replay_every_ms}  also replay the transactional outbox,\n"
+        "  \"inspector\": {server_id, sample_rate, check_after_ms, track_for_ms}  also run the inspector}\n"
+        "\n"
+        "Output: one JSON line every --progress seconds: the follower's counters (events, transactions,\n"
+        "keys_deleted, second_keys_deleted, flushes, reconnects, redis_errors, applied/saved GTID),\n"
+        "lag_p50_us/lag_p99_us (first event received -> DEL landed), seconds_behind, elapsed_s; with the\n"
+        "inspector an \"inspector\" object: checked, stale, stale_open, stale_per_million (stale entries per\n"
+        "million checked writes), staleness_p50_ms/p99_ms/max_ms. SIGINT/SIGTERM: stop, save, print a last\n"
+        "line with \"final\": true. Exit 0 on a clean stop, 2 on a bad config, 1 on another error.");
     std::string config_path, metrics_file;
     double progress = 5;
+    bool inspect = false;
+    double inspect_sample_rate = 0;
     app.add_option("--config", config_path, "JSON config: servers, follower name and id, tables -> entities")->required();
     app.add_option("--progress", progress, "Seconds between metrics lines on stdout (0: none)")->capture_default_str();
     app.add_option("--metrics-file", metrics_file, "Rewrite this file with the latest metrics (JSON) at every progress tick");
+    app.add_flag("--inspect", inspect,
+                 "Also run the consistency inspector (its own replica, server_id = the follower's + 1 unless the "
+                 "config's \"inspector\" sets it): samples changed rows, reads the cache check_after_ms later, counts "
+                 "entries older than the committed row and how long they stay stale");
+    app.add_option("--inspect-sample-rate", inspect_sample_rate, "Fraction of changed rows the inspector checks, in (0, 1] "
+                   "(default 1, or the config's)");
     CLI11_PARSE(app, argc, argv);
 
     try {
         Config c = read_config(config_path);
+        if (inspect && !c.inspector) {
+            c.inspector = lockstep::InspectorOptions{};
+            c.inspector->server_id = c.options.server_id + 1;
+        }
+        if (c.inspector && inspect_sample_rate > 0) c.inspector->sample_rate = inspect_sample_rate;
         c.options.on_error = [](std::exception_ptr e) {
             try {
                 std::rethrow_exception(e);
@@ -144,6 +225,21 @@ int main(int argc, char** argv) {
         lockstep::RedisClient redis(c.redis);
         lockstep::BinlogInvalidator follower(c.mysql, redis, lockstep::InvalidationMap(c.tables), c.options);
         follower.start();
+        // The inspector (consistency_inspector.h): a replica of its own that deletes nothing.
+        std::unique_ptr<lockstep::ConsistencyInspector> inspector;
+        if (c.inspector) {
+            inspector = std::make_unique<lockstep::ConsistencyInspector>(c.mysql, redis, lockstep::InvalidationMap(c.tables),
+                                                                         *c.inspector);
+            inspector->start();
+        }
+        const auto started = std::chrono::steady_clock::now();
+        auto snapshot = [&](bool final) {
+            nlohmann::json j = to_json(follower.metrics());
+            j["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            if (inspector) j["inspector"] = to_json(inspector->metrics());
+            if (final) j["final"] = true;
+            return j.dump();
+        };
         // The outbox replayer (strategies/outbox.h): rows of writers that died after COMMIT.
         std::unique_ptr<lockstep::MysqlPool> outbox_pool;
         std::unique_ptr<lockstep::Outbox> outbox;
@@ -157,12 +253,13 @@ int main(int argc, char** argv) {
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
             if (std::chrono::steady_clock::now() < next) continue;
             next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(tick);
-            auto line = to_json(follower.metrics()).dump();
+            auto line = snapshot(false);
             if (progress > 0) std::cout << line << std::endl;
             if (!metrics_file.empty()) std::ofstream(metrics_file, std::ios::trunc) << line << "\n";
         }
+        if (inspector) inspector->stop();
         follower.stop();
-        std::cout << to_json(follower.metrics()).dump() << std::endl;
+        std::cout << snapshot(true) << std::endl;
         return 0;
     } catch (const lockstep::ConfigError& e) {
         std::cerr << "lockstep-invalidator: " << e.what() << "\n";

@@ -138,29 +138,54 @@ BinlogInvalidatorOptions follower_options(const std::string& name) {
 
 Child::Child(const std::string& role, const std::map<std::string, std::string>& env) {
     std::vector<std::string> vars;
-    for (char** e = environ; *e != nullptr; ++e) vars.emplace_back(*e);
     vars.push_back("LOCKSTEP_INVALIDATION_CHILD=" + role);
     vars.push_back("LOCKSTEP_INVALIDATION_REDIS=" + to_url(servers().redis_options()));
     vars.push_back("LOCKSTEP_INVALIDATION_MYSQL=" + to_url(servers().mysql_options()));
     for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
+    spawn("/proc/self/exe", {"/proc/self/exe"}, std::move(vars));
+}
+
+Child::Child(const std::vector<std::string>& argv) { spawn(argv.at(0), argv, {}); }
+
+void Child::spawn(const std::string& path, std::vector<std::string> args, std::vector<std::string> extra_env) {
+    std::vector<std::string> vars;
+    for (char** e = environ; *e != nullptr; ++e) vars.emplace_back(*e);
+    for (auto& v : extra_env) vars.push_back(std::move(v));
     std::vector<char*> envp;
     for (auto& v : vars) envp.push_back(v.data());
     envp.push_back(nullptr);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    std::string exe = "/proc/self/exe";
-    char* argv[] = {exe.data(), nullptr};
-    int rc = ::posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv, envp.data());
+    int rc = ::posix_spawn(&pid_, path.c_str(), &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
     if (rc != 0) {
         ::close(fds[0]);
-        throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
+        throw std::runtime_error("posix_spawn " + path + ": " + std::strerror(rc));
     }
     out_ = fds[0];
+}
+
+int Child::terminate(std::chrono::milliseconds timeout) {
+    if (reaped_ || pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            kill_now();
+            return -1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 Child::~Child() {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -55,15 +56,20 @@ BinlogInvalidatorOptions follower_options(const std::string& name);
 class Child {
 public:
     Child(const std::string& role, const std::map<std::string, std::string>& env);
+    // Runs another program (argv[0] a path) with this process's environment, stdout piped.
+    explicit Child(const std::vector<std::string>& argv);
     ~Child();  // SIGKILLs it if still running, and reaps it
     Child(const Child&) = delete;
     Child& operator=(const Child&) = delete;
     // The next stdout line starting with `prefix`, or nullopt at EOF / timeout.
     std::optional<std::string> expect(const std::string& prefix, std::chrono::milliseconds timeout);
     void kill_now();  // SIGKILL and reap
+    // SIGTERM, then waits up to `timeout` for it to exit; its exit code, or -1 (then SIGKILLed).
+    int terminate(std::chrono::milliseconds timeout);
     int pid() const noexcept { return pid_; }
 
 private:
+    void spawn(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env);
     int pid_ = -1;
     int out_ = -1;
     bool reaped_ = false;

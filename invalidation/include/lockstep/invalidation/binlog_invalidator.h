@@ -19,6 +19,11 @@
 //   - At the group's end (XID, or COMMIT): one pipelined DEL of its keys. Only then is the group's
 //     GTID "applied"; the applied position is saved (PositionStore) at most every
 //     `save_interval`, always after the deletes it covers: at-least-once.
+//   - The visibility window: MariaDB hands a group to dump connections just before its commit is
+//     visible to other sessions, so a reader that misses in between reads the old row and caches
+//     it after the DEL. Each group's keys are deleted a second time `second_delete_delay` later
+//     (a thread of its own, due groups batched into one pipelined DEL), and the position saved is
+//     the one whose second DELs landed. docs/invalidation.md, "The visibility window".
 //   - What carries no keys gets a full flush of the affected entities' keys (SCAN + DEL): a
 //     statement-format change (a session that set binlog_format=STATEMENT), TRUNCATE / DDL on a
 //     watched table, a watched table with a column the decoder refuses, a key that is not a
@@ -64,6 +69,15 @@ struct BinlogInvalidatorOptions {
     // Backoff between reconnects / Redis retries: doubles from min to max.
     std::chrono::milliseconds retry_min{20};
     std::chrono::milliseconds retry_max{1000};
+    // The second DEL of every group's keys (and flush), this long after the first; 0 turns it
+    // off. It must exceed the time from a commit's binlog write to its visibility plus a reader's
+    // miss (DB read + backfill) that started in that gap: the same bet as DelayedDoubleDelete's
+    // delay, against a window that is microseconds on a primary.
+    std::chrono::milliseconds second_delete_delay{50};
+    // Due groups wait up to this much longer so that one pipelined DEL carries several: a key's
+    // second DEL lands between `second_delete_delay` and `second_delete_delay + second_delete_batch`
+    // after its first (plus Redis time).
+    std::chrono::milliseconds second_delete_batch{5};
     // With no saved position: start at the server's current position, after flushing every bound
     // entity's keys (true, safe) or without flushing (false: writes before the first start are
     // not invalidated).
@@ -77,7 +91,10 @@ struct InvalidatorMetrics {
     std::uint64_t transactions = 0;      // groups applied
     std::uint64_t rows = 0;              // changed rows of watched tables
     std::uint64_t keys_deleted = 0;      // DELs sent (a key may count twice)
-    std::uint64_t flushes = 0;           // full flushes of one entity
+    std::uint64_t second_keys_deleted = 0;  // second DELs sent
+    std::uint64_t second_batches = 0;       // pipelined second-DEL batches
+    std::uint64_t second_pending = 0;       // groups waiting for their second DEL
+    std::uint64_t flushes = 0;           // full flushes of one entity (second flushes included)
     std::uint64_t flushed_keys = 0;
     std::uint64_t statement_events = 0;  // QUERY events that changed a watched table
     std::uint64_t reconnects = 0;
