@@ -156,6 +156,11 @@ int main() {
                   << lockstep::latency_report(accounts.metrics()) << "items: " << lockstep::to_string(items.metrics())
                   << "\n"
                   << lockstep::latency_report(items.metrics());
+        // The lock client's own histograms (every lock of this client, docs/metrics.md).
+        const lockstep::LockClientStats lock_stats = locks.stats();
+        std::cout << "locks: acquired=" << lock_stats.acquired << " losses=" << lock_stats.losses << "\n"
+                  << "acquire_latency: " << lockstep::to_string(lock_stats.acquire_latency) << "\n"
+                  << "hold_time: " << lockstep::to_string(lock_stats.hold_time) << "\n";
     } catch (const lockstep::Error& e) {
         std::cerr << "inventory_service: " << e.what() << "\n";
         return 2;

@@ -1,16 +1,21 @@
-// PrometheusCollector: the metrics of CachedRepository instances in Prometheus' model, for
+// PrometheusCollector: the metrics of CachedRepository and RedisLockClient instances in
+// Prometheus' model, for
 // prometheus-cpp (an optional component: target lockstep::prometheus, built when prometheus-cpp
 // is found; the core library does not depend on it).
 //
 //   auto collector = std::make_shared<lockstep::PrometheusCollector>();
 //   collector->add_repository("product", [&] { return products.metrics(); });
+//   collector->add_lock_client("orders", [&] { return lock_client.stats(); });
 //   prometheus::Exposer exposer{"127.0.0.1:9464"};          // prometheus-cpp-pull
 //   exposer.RegisterCollectable(collector);                   // GET /metrics
 //   std::string text = lockstep::prometheus_text(*collector); // or the text exposition directly
 //
 // Each counter becomes `lockstep_repository_<name>_total{repository="product"}` (the
 // deletes_pending gauge `lockstep_repository_deletes_pending`), each latency histogram
-// `lockstep_repository_<name>_seconds` with the histogram's power-of-two buckets.
+// `lockstep_repository_<name>_seconds` with the histogram's power-of-two buckets. A lock client's
+// counters become `lockstep_lock_client_<name>_total{lock_client="orders"}`, its two histograms
+// `lockstep_lock_client_acquire_latency_seconds` and `lockstep_lock_client_hold_time_seconds`
+// (LockClientStats says what each one measures). docs/metrics.md lists every name.
 //
 // Thread safety: add_repository() and Collect() from any thread; the snapshot functions are
 // called from the thread that collects.
@@ -25,6 +30,7 @@
 #include <prometheus/metric_family.h>
 
 #include "lockstep/core/mutex.h"
+#include "lockstep/locks/lock_client.h"
 #include "lockstep/strategies/repository_metrics.h"
 
 namespace lockstep {
@@ -34,6 +40,9 @@ public:
     // `name` is the value of the `repository` label.
     void add_repository(std::string name, std::function<RepositoryMetrics()> snapshot) EXCLUDES(mutex_);
 
+    // `name` is the value of the `lock_client` label (e.g. the service's name for its locks).
+    void add_lock_client(std::string name, std::function<LockClientStats()> snapshot) EXCLUDES(mutex_);
+
     std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mutex_);
 
 private:
@@ -41,8 +50,13 @@ private:
         std::string name;
         std::function<RepositoryMetrics()> snapshot;
     };
+    struct LockClientSource {
+        std::string name;
+        std::function<LockClientStats()> snapshot;
+    };
     mutable Mutex mutex_;
     std::vector<Source> sources_ GUARDED_BY(mutex_);
+    std::vector<LockClientSource> lock_clients_ GUARDED_BY(mutex_);
 };
 
 // The text exposition format (what GET /metrics returns) of everything `collector` collects.
