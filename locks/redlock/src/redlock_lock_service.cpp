@@ -64,13 +64,15 @@ bool said_yes(const MasterReply& r) {
     return r.reply && r.reply->type() == RedisReply::Type::Integer && r.reply->integer() == 1;
 }
 
-// A waiter's wake-up: set by the first release message of a hold it has not seen released yet
-// (each master announces the same release, with the releasing owner as the message).
+// A waiter's wake-up: `woken` = a master announced a release since the waiter's last attempt
+// started. Every master's message counts, not only a release's first: the first master may have
+// freed its key while the others had not yet (the release is one parallel round, and its
+// masters run in turn), so a retry on the first message can fail, and the next master's message
+// must wake the waiter again (at most N retries per release).
 struct Waiter {
     Mutex mu;
     CondVar cv;
     bool woken GUARDED_BY(mu) = false;
-    std::string last_release GUARDED_BY(mu);
 };
 
 std::string first_error(const std::vector<MasterReply>& replies) {
@@ -159,11 +161,9 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         for (std::size_t i = 0; i < answered.size(); ++i) {
             if (!answered[i]) continue;
             try {
-                subs.push_back(subscriber(i).subscribe(ch, [&w](std::string_view, std::string_view released_by) {
+                subs.push_back(subscriber(i).subscribe(ch, [&w](std::string_view, std::string_view) {
                     {
                         MutexLock g(w.mu);
-                        if (released_by == w.last_release) return;  // the same release from another master
-                        w.last_release.assign(released_by);
                         w.woken = true;
                     }
                     w.cv.notify_one();
@@ -192,6 +192,10 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         // subscription was announced to nobody, and that retry sees it instead.
         const auto subs = subscribe(h.name, answered, w);
         for (;;) {
+            {
+                MutexLock g(w.mu);
+                w.woken = false;  // releases announced before this attempt starts are seen by it
+            }
             if (attempt(h)) return true;
             const auto now = SteadyClock::now();
             if (now >= deadline) return false;
@@ -209,7 +213,6 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
                 if (w.cv.wait_until(w.mu, wake_at) == std::cv_status::timeout) break;
             }
             (w.woken ? message_wakeups : poll_wakeups).fetch_add(1);
-            w.woken = false;
         }
     }
 
