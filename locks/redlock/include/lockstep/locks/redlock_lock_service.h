@@ -16,7 +16,7 @@
 // fencing counters disagree (after a restart). Release goes to every master; the service's
 // watchdog renews every hold on every master each lease/3 and reports it lost (lost(), on_lost)
 // as soon as fewer than a quorum renewed it. A waiter subscribes to the name's release channel on
-// every master and retries on the first release message (each master's release script
+// every master and retries on each release message (each master's release script
 // announces its deletion); a random poll stays as the bounded fallback for a lost message.
 //
 // Mutex only: supports_read_write() is false (a quorum read-write lock needs the reader set kept
@@ -54,7 +54,7 @@ struct RedlockOptions {
     std::chrono::milliseconds retry_min{5};
     std::chrono::milliseconds retry_max{25};
     // Once a waiter is subscribed to the release messages (on at least one master), it retries
-    // on the first message, or after a random pause in [subscribed_poll / 2, subscribed_poll]
+    // on each message, or after a random pause in [subscribed_poll / 2, subscribed_poll]
     // when none comes: the most a lost message (a subscriber reconnecting) costs.
     std::chrono::milliseconds subscribed_poll{100};
     // false: the scripts go to the masters one after another (the sequential fan-out of other
