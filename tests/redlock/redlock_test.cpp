@@ -13,6 +13,7 @@
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
 #include "lockstep/locks/redlock_lock_service.h"
 #include "lockstep/servers/local_redis_group.h"
 
@@ -267,6 +268,52 @@ TEST_F(Redlock, SequentialFanOutGivesTheSameHolds) {
     m->lock();
     for (std::size_t i = 0; i < group().size(); ++i) EXPECT_EQ(counter_on(i, *s, "seq"), m->fence_token());
     m->unlock();
+}
+
+// L7 for Redlock: a waiter wakes on the release message, not on its poll. Its polls are set to a
+// minute, so without the message it would still be asleep when try_lock_for's bound runs out.
+// The waiter is stopped at "redlock.before_wait" (subscribed on every master, its retry refused)
+// while the holder releases: the message arrives before the waiter waits, and only the message
+// can wake it. Asserted on the service's wake-up counters, not on time.
+TEST_F(Redlock, AWaiterWakesOnTheReleaseMessageNotOnItsPoll) {
+    auto holder = open();
+    auto o = parse_redlock_url(group().redlock_url());
+    o.retry_min = o.retry_max = 60s;
+    o.subscribed_poll = 60s;
+    LockServiceOptions so;
+    so.prefix = prefix_;
+    RedlockLockService waiting(o, so);
+    auto mh = holder->make_mutex("wake"), mw = waiting.make_mutex("wake");
+    mh->lock();
+
+    fault::Gate gate;
+    fault::ArmOptions once;
+    once.times = 1;
+    auto armed = fault::arm("redlock.before_wait", gate.action(), once);
+    std::atomic<bool> acquired{false};
+    std::thread waiter([&] {
+        acquired = mw->try_lock_for(30s);
+        if (acquired) mw->unlock();
+    });
+    ASSERT_TRUE(gate.wait_arrivals(1, 10s));
+    // Every master has the waiter's subscription (subscribe() returned after each confirmed it).
+    for (std::size_t i = 0; i < group().size(); ++i) {
+        const auto n = RedisClient(group().redis_options(i)).command({"PUBSUB", "NUMSUB", holder->lock_key("wake") + ":rl"});
+        EXPECT_EQ(n.elements().at(1).integer(), 1) << "master " << i;
+    }
+    mh->unlock();
+    gate.open();
+    waiter.join();
+    EXPECT_TRUE(acquired.load());
+    EXPECT_EQ(waiting.wakeups_by_message(), 1u);
+    EXPECT_EQ(waiting.wakeups_by_poll(), 0u);
+    // The five masters announced the same release: one wake-up, and the subscriptions go.
+    for (std::size_t i = 0; i < group().size(); ++i) {
+        EXPECT_TRUE(eventually([&] {
+            RedisClient c(group().redis_options(i));
+            return c.command({"PUBSUB", "NUMSUB", holder->lock_key("wake") + ":rl"}).elements().at(1).integer() == 0;
+        })) << "master " << i;
+    }
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ std::vector<MasterReply> RedlockMasters::eval(const RedisScript& script, const s
     const std::size_t n = clients_.size();
     std::vector<MasterReply> out(n);
     std::vector<std::optional<PooledRedisConnection>> conns(n);
-    const auto evalsha = command_of("EVALSHA", script.sha1(), keys, args);
+    // Built once for all masters (each send_pipeline only reads it).
+    const std::vector<std::vector<std::string>> evalsha{command_of("EVALSHA", script.sha1(), keys, args)};
 
     // Reads master i's reply; a restarted master answers NOSCRIPT once, then gets the source.
     auto collect = [&](std::size_t i) {
@@ -49,7 +50,7 @@ std::vector<MasterReply> RedlockMasters::eval(const RedisScript& script, const s
         if (!only.empty() && !only[i]) continue;
         try {
             conns[i].emplace(clients_[i]->connection());
-            conns[i].value()->send_pipeline({evalsha});
+            conns[i].value()->send_pipeline(evalsha);
         } catch (const Error& e) {
             out[i].error = e.what();
             conns[i].reset();

@@ -42,9 +42,16 @@ return 0
 
 const RedisScript& release_script() {
     // Only the caller's own key (L10): a lapsed holder must not delete the next holder's key.
+    // With a channel (ARGV[2]) the deletion is announced on this master (the message is the
+    // releasing owner, for diagnostics): a waiter subscribed there retries (L7: waiters wait for
+    // a message, not for a poll). Without one (the cleanup
+    // of a failed attempt) nothing is announced: waking the rival of a split vote at once would
+    // only make both split again.
     static const RedisScript s(R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  if ARGV[2] then redis.call('PUBLISH', ARGV[2], ARGV[1]) end
+  return 1
 end
 return 0
 )lua");

@@ -13,7 +13,8 @@ const RedisScript& acquire_script();
 const RedisScript& commit_script();
 // ARGV: owner, lease ms → 1 when the key was the caller's and its lease restarted, else 0.
 const RedisScript& renew_script();
-// ARGV: owner → 1 when the caller's key was deleted, else 0.
+// ARGV: owner[, channel] → 1 when the caller's key was deleted (and, with a channel, the owner
+// published on it), else 0.
 const RedisScript& release_script();
 
 }  // namespace lockstep::redlock_detail

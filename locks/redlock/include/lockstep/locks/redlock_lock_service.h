@@ -15,8 +15,9 @@
 // the validity lease − elapsed − drift; a second parallel round trip only when the masters'
 // fencing counters disagree (after a restart). Release goes to every master; the service's
 // watchdog renews every hold on every master each lease/3 and reports it lost (lost(), on_lost)
-// as soon as fewer than a quorum renewed it. Waiting is polling with a random back-off (no
-// pub/sub across N masters), so a waiter is at most back-off late.
+// as soon as fewer than a quorum renewed it. A waiter subscribes to the name's release channel on
+// every master and retries on each release message (each master's release script
+// announces its deletion); a random poll stays as the bounded fallback for a lost message.
 //
 // Mutex only: supports_read_write() is false (a quorum read-write lock needs the reader set kept
 // per master and reconciled on every acquisition: not built).
@@ -26,6 +27,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,6 +53,10 @@ struct RedlockOptions {
     // A contended waiter retries after a random pause in [min, max].
     std::chrono::milliseconds retry_min{5};
     std::chrono::milliseconds retry_max{25};
+    // Once a waiter is subscribed to the release messages (on at least one master), it retries
+    // on each message, or after a random pause in [subscribed_poll / 2, subscribed_poll]
+    // when none comes: the most a lost message (a subscriber reconnecting) costs.
+    std::chrono::milliseconds subscribed_poll{100};
     // false: the scripts go to the masters one after another (the sequential fan-out of other
     // clients; kept as the benchmark's baseline). true: all in flight at once.
     bool parallel = true;
@@ -75,6 +81,10 @@ public:
     std::string_view backend() const noexcept override { return "redlock"; }
 
     std::size_t masters() const noexcept;
+    // How often a waiter of this service retried because a release message woke it, and
+    // because its poll pause ran out (tests and diagnostics).
+    std::uint64_t wakeups_by_message() const noexcept;
+    std::uint64_t wakeups_by_poll() const noexcept;
     // Masters that must agree for a hold: (N + tolerated_restarts) / 2 + 1.
     std::size_t quorum() const noexcept;
     // The Redis key of `name`'s lock on every master (e.g. for a test to delete it).
