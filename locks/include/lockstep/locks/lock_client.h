@@ -86,6 +86,16 @@ struct LockClientOptions {
     // that cannot take it (a frozen process at the head of the queue, a lost message) leaves a
     // free lock untaken for at most this long.
     std::chrono::milliseconds claim_refresh{2000};
+    // Issue 14 item 5, the hand-off (RedisMutex only): a release that wakes the oldest waiter
+    // reserves the lock for that waiter for `handoff_window`, if it has waited at least
+    // `handoff_after` (Go's sync.Mutex starvation mode: barging while waits are short, hand-off
+    // once one is not). During the window every other acquirer, the releasing thread included,
+    // finds the lock busy; the woken waiter takes it with the one script it sends anyway. The
+    // reservation is a TTL on the lock's own key, so a woken waiter that dies or freezes blocks
+    // the lock for at most `handoff_window` (then anyone may take it; a waiter that lost its
+    // window keeps its place and is woken first again). 0 ms window: no hand-off (pure barging).
+    std::chrono::milliseconds handoff_window{100};
+    std::chrono::milliseconds handoff_after{0};
     // TTL of the fencing counter key. Tokens stay increasing when it expires (the server clock
     // is the floor); while it lives it also covers small backward steps of the server clock.
     std::chrono::milliseconds fence_counter_ttl{std::chrono::hours(24)};
