@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "../../locks/src/lock_scripts.h"  // to send the leave script as a giving-up waiter does
 #include "locks_test_support.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
@@ -186,6 +187,28 @@ TEST_F(HandOffTest, WithoutAWindowOrBeforeHandOffAfterTheReleaseLeavesTheLockFre
         w.join();
         EXPECT_TRUE(acquired.load());
     }
+}
+
+TEST_F(HandOffTest, AWokenWaiterThatGivesUpInsideItsWindowGivesTheReservationBack) {
+    LockProcess p(prefix_);
+    RedisMutex m(*p.locks, "giveup", {.lease = 30000ms});
+    const LockKeys& k = m.keys();
+    auto& raw = *p.redis;
+    const std::string keys_owner = "nobody:w1";
+    // The state a release leaves: the lock reserved for waiter 'nobody:w1' for 20 s.
+    raw.command({"HSET", k.mutex(), "~", keys_owner});
+    raw.command({"PEXPIRE", k.mutex(), "20000"});
+    EXPECT_FALSE(m.try_lock());  // reserved: busy for everyone else
+    // Another waiter leaving changes nothing ...
+    raw.eval(lock_scripts::mutex_leave_queue(), {k.mutex(), k.mutex_queue(), k.mutex_queue_expiry()},
+             {"nobody:w2", "100", "0"});
+    EXPECT_EQ(raw.command({"HGET", k.mutex(), "~"}).str(), keys_owner);
+    // ... the reserved one leaving frees the lock at once, not after the 20 s window.
+    raw.eval(lock_scripts::mutex_leave_queue(), {k.mutex(), k.mutex_queue(), k.mutex_queue_expiry()},
+             {keys_owner, "100", "0"});
+    EXPECT_EQ(raw.command({"EXISTS", k.mutex()}).integer(), 0);
+    EXPECT_TRUE(m.try_lock());
+    m.unlock();
 }
 
 TEST_F(HandOffTest, NegativeHandOffDurationsAreConfigErrors) {
