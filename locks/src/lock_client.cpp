@@ -113,6 +113,8 @@ LockClientOptions checked(LockClientOptions o) {
     if (o.waiter_grace.count() <= 0) throw ConfigError("waiter_grace", "must be positive");
     if (o.claim_refresh.count() <= 0) throw ConfigError("claim_refresh", "must be positive");
     if (o.fence_counter_ttl.count() <= 0) throw ConfigError("fence_counter_ttl", "must be positive");
+    if (o.handoff_window.count() < 0) throw ConfigError("handoff_window", "must not be negative");
+    if (o.handoff_after.count() < 0) throw ConfigError("handoff_after", "must not be negative");
     return o;
 }
 }  // namespace

@@ -66,8 +66,14 @@ end
 // Entries past their expiry (a waiter that died) are dropped; the woken entry is removed (it
 // re-queues with its old arrival score if it loses to a barging acquirer). PUBLISH returns how
 // many subscribers got it: 0 means that waiter's process is gone, so the next one is tried.
+// Issue 14 item 5, the hand-off: when the woken waiter has waited at least `after_us`, the free
+// lock is reserved for it: the lock key becomes {'~' = waiter} with a TTL of `window` ms. Every
+// acquire finds it busy (pttl > 0, not the owner) except that waiter's own queuing try, which
+// takes it. The TTL bounds what a woken waiter that died or froze can cost (L1's rule: nothing
+// in a lock key lives without a TTL). `window` nil or 0 (an old caller, or hand-off off): the
+// lock stays free and the woken waiter races like anyone (barging).
 constexpr const char* kWakeNext = R"lua(
-local function wake_next(lock_key, q, qx)
+local function wake_next(lock_key, q, qx, window, after_us)
   -- Nobody waits (the common, uncontended case): one cheap check instead of two range scans.
   if redis.call('exists', q) == 0 then return 0 end
   clock()
@@ -77,12 +83,21 @@ local function wake_next(lock_key, q, qx)
     redis.call('zrem', qx, w)
   end
   for _ = 1, 16 do
-    local head = redis.call('zrange', q, 0, 0)[1]
+    local first = redis.call('zrange', q, 0, 0, 'withscores')
+    local head = first[1]
     if not head then return 0 end
     redis.call('zrem', q, head)
     redis.call('zrem', qx, head)
     local client = string.match(head, '^([^:]+):')
-    if client and redis.call('publish', lock_key .. ':ch:' .. client, head) > 0 then return 1 end
+    if client and redis.call('publish', lock_key .. ':ch:' .. client, head) > 0 then
+      -- A score from outside that is not a number reserves nothing (B1: the waiter still wakes).
+      local arrived = tonumber(first[2])
+      if window and window > 0 and arrived and now_us - arrived >= after_us then
+        redis.call('hset', lock_key, '~', head)
+        redis.call('pexpire', lock_key, window)
+      end
+      return 1
+    end
   end
   return 0
 end
@@ -206,11 +221,8 @@ local lease = ARGV[2]
 local reentry = ARGV[3] == 're'
 local waiter = ARGV[4]
 local pttl = redis.call('pttl', KEYS[1])
-if pttl == -2 then
-  -- L10: the caller is re-entering a hold that is no longer there (lease ran out, server
-  -- restarted): report it; re-creating it would hide that the outer section was unprotected.
-  if reentry then return {-2, 0} end
-  -- L1, L2: owner and server-side TTL are set in one atomic step; no client clock involved.
+-- L1, L2: owner and server-side TTL are set in one atomic step; no client clock involved.
+local function take()
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
   if waiter then
@@ -218,6 +230,18 @@ if pttl == -2 then
     redis.call('zrem', KEYS[4], waiter)
   end
   return {2, next_fence(KEYS[2], ARGV[3], clock())}
+end
+if pttl == -2 then
+  -- L10: the caller is re-entering a hold that is no longer there (lease ran out, server
+  -- restarted): report it; re-creating it would hide that the outer section was unprotected.
+  if reentry then return {-2, 0} end
+  return take()
+end
+-- Issue 14 item 5: the lock is reserved for the waiter the last release woke (wake_next), and
+-- this is that waiter: it takes the lock; anyone else finds it busy until the window ends.
+if waiter and pttl > 0 and redis.call('hget', KEYS[1], '~') == waiter then
+  redis.call('del', KEYS[1])
+  return take()
 end
 -- B6: every hold these scripts create gets its TTL in the same step (L1). A lock hash without
 -- one was written from outside (an HSET onto a free lock) and would block the name for ever:
@@ -258,7 +282,8 @@ return {0, again, tonumber(score)}
 }
 
 // KEYS: 1 lock hash, 2 waiter queue, 3 waiter expiries.
-// ARGV: 1 owner, 2 '1' for the owner's last unlock (its local count reached zero).
+// ARGV: 1 owner, 2 '1' for the owner's last unlock (its local count reached zero),
+//       3 hand-off window ms, 4 hand-off after µs (wake_next; both optional: no hand-off).
 // Returns 0 not held by this owner (nothing changed); 1 still held (reentrant); 2 released.
 const RedisScript& mutex_release() {
     static const RedisScript script(join({kLazyClock, kWakeNext, R"lua(
@@ -273,7 +298,7 @@ end
 -- was lost may have counted once more than the owner knows).
 redis.call('del', KEYS[1])
 -- L7, L9: hand over to one waiter by message, no polling, no herd.
-wake_next(KEYS[1], KEYS[2], KEYS[3])
+wake_next(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4]) or 0)
 return 2
 )lua"}));
     return script;
@@ -281,13 +306,18 @@ return 2
 
 // A waiter that gives up (deadline, error) leaves the queue. If the lock is free at that moment
 // the wake-up it may have consumed is passed on, so it is never lost with the waiter.
-// KEYS: 1 lock hash, 2 waiter queue, 3 waiter expiries. ARGV: 1 waiter id. Returns 1 if it
-// woke someone.
+// A woken waiter that gives up inside its hand-off window gives the reservation back at once
+// (rather than let it block the lock for the rest of the window) and it passes to the next.
+// KEYS: 1 lock hash, 2 waiter queue, 3 waiter expiries. ARGV: 1 waiter id, 2 hand-off window
+// ms, 3 hand-off after µs (both optional). Returns 1 if it woke someone.
 const RedisScript& mutex_leave_queue() {
     static const RedisScript script(join({kLazyClock, kWakeNext, R"lua(
 redis.call('zrem', KEYS[2], ARGV[1])
 redis.call('zrem', KEYS[3], ARGV[1])
-if redis.call('exists', KEYS[1]) == 0 then return wake_next(KEYS[1], KEYS[2], KEYS[3]) end
+if redis.call('hget', KEYS[1], '~') == ARGV[1] then redis.call('del', KEYS[1]) end
+if redis.call('exists', KEYS[1]) == 0 then
+  return wake_next(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[3]) or 0)
+end
 return 0
 )lua"}));
     return script;

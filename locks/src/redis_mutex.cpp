@@ -27,7 +27,9 @@ public:
           channel_(keys.mutex_channel(impl.id)),
           lease_ms_(ms(this->settings().lease)),
           fence_ttl_ms_(ms(impl.options.fence_counter_ttl)),
-          grace_ms_(ms(impl.options.waiter_grace)) {}
+          grace_ms_(ms(impl.options.waiter_grace)),
+          handoff_window_ms_(ms(impl.options.handoff_window)),
+          handoff_after_us_(std::to_string(impl.options.handoff_after.count() * 1000)) {}
 
     const char* kind() const override { return "mutex"; }
     const SideFaultPoints& fault_points() const override {
@@ -60,13 +62,13 @@ public:
 
     void leave(const std::string&, const WaitTicket& ticket) const override {
         const std::array<std::string_view, 3> keys{key_, queue_, queue_expiry_};
-        const std::array<std::string_view, 1> args{ticket.waiter_id};
+        const std::array<std::string_view, 3> args{ticket.waiter_id, handoff_window_ms_, handoff_after_us_};
         impl_.redis.eval_views(lock_scripts::mutex_leave_queue(), keys, args);
     }
 
     int release(const std::string& owner, bool last) const override {
         const std::array<std::string_view, 3> keys{key_, queue_, queue_expiry_};
-        const std::array<std::string_view, 2> args{owner, last ? "1" : "0"};
+        const std::array<std::string_view, 4> args{owner, last ? "1" : "0", handoff_window_ms_, handoff_after_us_};
         return static_cast<int>(impl_.redis.eval_views(lock_scripts::mutex_release(), keys, args).integer());
     }
 
@@ -74,7 +76,7 @@ public:
         return {&lock_scripts::hash_hold_renew(), {key_}, {owner, ms(lease)}};
     }
     RenewCall release_call(const std::string& owner) const override {
-        return {&lock_scripts::mutex_release(), {key_, queue_, queue_expiry_}, {owner, "1"}};
+        return {&lock_scripts::mutex_release(), {key_, queue_, queue_expiry_}, {owner, "1", handoff_window_ms_, handoff_after_us_}};
     }
     WakeRule wake_rule() const override { return WakeRule::NamedWaiter; }
 
@@ -82,6 +84,7 @@ private:
     RedisLockClient::Impl& impl_;
     const std::string name_, key_, fence_, queue_, queue_expiry_, channel_;
     const std::string lease_ms_, fence_ttl_ms_, grace_ms_;
+    const std::string handoff_window_ms_, handoff_after_us_;  // issue 14 item 5 (wake_next)
 };
 
 }  // namespace
