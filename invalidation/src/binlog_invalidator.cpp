@@ -1,8 +1,12 @@
 // The follower loop: stream -> transaction groups -> deletes -> applied position -> saved
 // position. The stages and their invariant:
 //   read_event   one event into the current group (keys and entities to flush)
-//   finish_group the group's deletes land in Redis (retried until they do), THEN its GTID is
-//                applied, and the group is queued for its second DEL
+//   finish_group the finished group joins the buffer (`ready`)
+//   flush_ready  when the stream has nothing more already received (or a batch bound is hit):
+//                the DELs of every buffered group in ONE pipeline, in stream order; the groups
+//                whose DELs (and every earlier group's) were acknowledged are applied, in order,
+//                and queued for their second DEL; from the first group not acknowledged (an
+//                error reply, a broken connection) the rest is retried until it lands
 //   redelete     (its own thread) `second_delete_delay` later, the due groups' keys are deleted
 //                again in one pipeline, THEN their GTIDs are settled
 //   save         the settled position, at most every save_interval: a saved position never runs
@@ -130,6 +134,9 @@ struct BinlogInvalidator::Impl {
     // Follower-thread state.
     std::unordered_map<std::uint64_t, TableState> tables;
     Group group;
+    // Finished groups whose first DELs have not been sent yet, in stream order (flush_ready).
+    std::vector<Group> ready;
+    std::size_t ready_keys = 0;
     Clock::time_point last_save{};
     // The settled position moved since the last save (set by both threads).
     std::atomic<bool> dirty{false};
@@ -275,33 +282,129 @@ struct BinlogInvalidator::Impl {
 
     // ---- the stream -------------------------------------------------------------------------
 
-    void finish_group() EXCLUDES(mutex) {
+    // The group's deletes are sent with the buffer's (flush_ready, from follow_once's loop).
+    void finish_group() {
         if (!group.open) return;
-        if (!apply(group.keys, group.flush)) return;  // stopping: the group is replayed later
+        ready_keys += group.keys.size();
+        ready.push_back(std::move(group));
+        group = Group{};
+    }
+
+    bool flush_due(const BinlogStream& stream) const {
+        if (ready.empty()) return false;
+        return ready.size() >= options.batch_max_transactions || ready_keys >= options.batch_max_keys ||
+               !stream.has_buffered_event() || Clock::now() - ready.front().first_event >= options.batch_max_wait;
+    }
+
+    // Sends the first DELs of ready[from..]: the entity flushes they need (SCAN + DEL, rare), then
+    // one DEL per key in one pipeline (split only past kPipelineMax commands). Returns the end of
+    // the acknowledged prefix: every group before it had every DEL answered without error, and so
+    // had every group before that. An error is counted and reported; the groups from the returned
+    // index on are not applied (at-least-once: they are sent again).
+    std::size_t send_batch(std::size_t from) EXCLUDES(mutex) {
+        static constexpr std::size_t kPipelineMax = 8192;
+        std::vector<std::vector<std::string>> commands;
+        std::vector<std::size_t> ends;  // ends[i - from]: one past group i's last command
+        std::set<const TableBinding*> flush;
+        for (std::size_t i = from; i < ready.size(); ++i) {
+            for (const auto& key : ready[i].keys) commands.push_back({"DEL", key});
+            ends.push_back(commands.size());
+            flush.insert(ready[i].flush.begin(), ready[i].flush.end());
+        }
+        std::exception_ptr error;
+        std::uint64_t flushed = 0, pipelines = 0;
+        bool flushes_done = false;
+        std::size_t good = 0;  // commands acknowledged, counted from the first
+        try {
+            for (const TableBinding* b : flush) flushed += flush_binding(*b);
+            flushes_done = true;
+            for (std::size_t at = 0; at < commands.size() && !error; at += kPipelineMax) {
+                const auto first = commands.begin() + static_cast<std::ptrdiff_t>(at);
+                const auto last = commands.begin() + static_cast<std::ptrdiff_t>(std::min(commands.size(), at + kPipelineMax));
+                ++pipelines;
+                for (const auto& reply : redis.pipeline(std::vector<std::vector<std::string>>(first, last))) {
+                    try {
+                        reply.throw_if_error();
+                    } catch (const Error&) {
+                        error = std::current_exception();  // answered in order: the prefix stands
+                        break;
+                    }
+                    ++good;
+                }
+            }
+            if (!error && good != commands.size()) {
+                throw ProtocolError("follower: " + std::to_string(good) + " of " + std::to_string(commands.size()) +
+                                    " DELs answered");
+            }
+        } catch (const Error&) {
+            error = std::current_exception();  // nothing past `good` is known to have landed
+        }
+        std::size_t acked = from;
+        if (flushes_done) {
+            while (acked < ready.size() && ends[acked - from] <= good) ++acked;
+        }
+        const std::uint64_t keys = acked == from ? 0 : ends[acked - from - 1];
+        count([&](InvalidatorMetrics& mm) {
+            mm.delete_pipelines += pipelines;
+            mm.keys_deleted += keys;
+            if (acked > from) ++mm.delete_batches;
+            if (flushes_done) {
+                mm.flushes += flush.size();
+                mm.flushed_keys += flushed;
+            }
+            if (error) ++mm.redis_errors;
+        });
+        if (error) report(error);
+        return acked;
+    }
+
+    // Applies ready[from, to): their first DELs landed, in order. Each is queued for its second
+    // DEL (or settled at once without one).
+    void applied_groups(std::size_t from, std::size_t to) EXCLUDES(mutex) {
+        if (from == to) return;
         auto now = Clock::now();
-        double us = std::chrono::duration<double, std::micro>(now - group.first_event).count();
         bool queued = false;
         {
             MutexLock lock(mutex);
-            applied.update(group.gtid);
-            m.applied_gtid = applied.to_string();
-            ++m.transactions;
-            lag.add(us);
-            last_timestamp = group.timestamp;
-            bool nothing = group.keys.empty() && group.flush.empty();
-            if (options.second_delete_delay.count() <= 0 || (nothing && pending.empty())) {
-                settled.update(group.gtid);
-                dirty = true;
-            } else {
-                // Queued even with no keys while others wait: the settled position moves in order.
-                pending.push_back({now + options.second_delete_delay, group.gtid, std::move(group.keys),
-                                   std::move(group.flush)});
-                queued = pending.size() == 1;
+            for (std::size_t i = from; i < to; ++i) {
+                Group& g = ready[i];
+                applied.update(g.gtid);
+                ++m.transactions;
+                lag.add(std::chrono::duration<double, std::micro>(now - g.first_event).count());
+                last_timestamp = g.timestamp;
+                bool nothing = g.keys.empty() && g.flush.empty();
+                if (options.second_delete_delay.count() <= 0 || (nothing && pending.empty())) {
+                    settled.update(g.gtid);
+                    dirty = true;
+                } else {
+                    // Queued even with no keys while others wait: the settled position moves in order.
+                    pending.push_back({now + options.second_delete_delay, g.gtid, std::move(g.keys), std::move(g.flush)});
+                    queued = queued || pending.size() == 1;
+                }
             }
+            m.applied_gtid = applied.to_string();
         }
         if (queued) pending_changed.notify_all();
         applied_changed.notify_all();
-        group = Group{};
+    }
+
+    // Sends the buffer's first DELs, retrying from the first group not acknowledged until every
+    // group landed or stop() is called (once stopping: one attempt; the rest is replayed from the
+    // saved position after the restart).
+    void flush_ready() EXCLUDES(mutex) {
+        std::size_t done = 0;
+        auto backoff = options.retry_min;
+        while (done < ready.size()) {
+            std::size_t acked = send_batch(done);
+            applied_groups(done, acked);
+            done = acked;
+            if (done == ready.size()) break;
+            save_position(false);  // what did land (and was settled) is saved while Redis refuses the rest
+            if (!pause(backoff)) break;
+            backoff = std::min(options.retry_max, backoff * 2);
+        }
+        ready.clear();
+        ready_keys = 0;
         save_position(false);
     }
 
@@ -515,9 +618,18 @@ struct BinlogInvalidator::Impl {
         stream.open();
         tables.clear();
         group = Group{};
+        // Groups buffered on a connection that broke: the stream restarts at the applied
+        // position, before them, and hands them out again.
+        ready.clear();
+        ready_keys = 0;
         count([](InvalidatorMetrics& mm) { mm.connected = true; });
         applied_changed.notify_all();
-        while (!stopping.load()) read_event(stream.next().bytes);
+        fault::point(invalidation_points::after_stream_open);
+        while (!stopping.load()) {
+            read_event(stream.next().bytes);
+            if (flush_due(stream)) flush_ready();
+        }
+        if (!ready.empty()) flush_ready();  // stopping: one attempt, so that a clean stop saves them
     }
 
     void run() {

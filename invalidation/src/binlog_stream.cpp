@@ -4,7 +4,9 @@
 #include "lockstep/invalidation/binlog_stream.h"
 
 #include <mysql.h>
+#include <ma_pvio.h>
 #include <mariadb_rpl.h>
+#include <poll.h>
 
 #include "lockstep/invalidation/binlog_event.h"
 
@@ -128,6 +130,21 @@ BinlogEventBytes BinlogStream::next() {
     // The fake ROTATE and heartbeats the server makes up carry a checksum too when it is on.
     binlog::Bytes body = binlog::strip_checksum(event, impl_->checksum);
     return BinlogEventBytes{std::vector<std::uint8_t>(body.begin(), body.end())};
+}
+
+bool BinlogStream::has_buffered_event() const noexcept {
+    MYSQL* m = impl_->mysql;
+    if (!impl_->rpl || !m) return false;
+    // The connector reads ahead into its pvio cache (ma_pvio_cache_read): bytes left there are
+    // the next packet, or its start. Not compressed here, so NET itself keeps nothing back.
+    const MARIADB_PVIO* pvio = m->net.pvio;
+    if (!pvio || pvio->ctls) return false;  // TLS buffers inside the TLS library: unknown
+    if (pvio->cache && pvio->cache_pos < pvio->cache + pvio->cache_size) return true;
+    pollfd p{};
+    p.fd = mysql_get_socket(m);
+    p.events = POLLIN;
+    // Readable or hung up: either way next() returns (or throws) without waiting.
+    return ::poll(&p, 1, 0) > 0 && p.revents != 0;
 }
 
 void BinlogStream::close() noexcept {

@@ -16,9 +16,16 @@
 //     FULL row metadata); ROWS events: the key column of the before image (UPDATE, DELETE) and of
 //     the after image (WRITE, UPDATE: a changed key deletes both keys) becomes a cache key of
 //     every entity bound to the table.
-//   - At the group's end (XID, or COMMIT): one pipelined DEL of its keys. Only then is the group's
-//     GTID "applied"; the applied position is saved (PositionStore) at most every
-//     `save_interval`, always after the deletes it covers: at-least-once.
+//   - At the group's end (XID, or COMMIT) the group is buffered. The buffer is flushed when the
+//     stream has no further event already received (BinlogStream::has_buffered_event), or it
+//     holds `batch_max_transactions` groups / `batch_max_keys` keys, or its oldest group waited
+//     `batch_max_wait`: the DELs of every buffered group go out in ONE pipeline, in stream order,
+//     answered in order. A group is "applied" only when every DEL of it and of every group before
+//     it was acknowledged; an error reply (or a broken connection) stops the applied position at
+//     the first group not acknowledged, and the rest is retried from there. A follower that keeps
+//     up sees one group per flush (lag unchanged); a backlog is flushed in batches (throughput).
+//     The applied position is saved (PositionStore) at most every `save_interval`, always after
+//     the deletes it covers: at-least-once.
 //   - The visibility window: MariaDB hands a group to dump connections just before its commit is
 //     visible to other sessions, so a reader that misses in between reads the old row and caches
 //     it after the DEL. Each group's keys are deleted a second time `second_delete_delay` later
@@ -43,6 +50,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -78,6 +86,11 @@ struct BinlogInvalidatorOptions {
     // second DEL lands between `second_delete_delay` and `second_delete_delay + second_delete_batch`
     // after its first (plus Redis time).
     std::chrono::milliseconds second_delete_batch{5};
+    // Buffered groups per flush (one pipelined round trip of DELs; see the header comment):
+    // flushed as soon as the stream has nothing more already received, or at any of these bounds.
+    std::size_t batch_max_transactions = 256;
+    std::size_t batch_max_keys = 4096;
+    std::chrono::microseconds batch_max_wait{500};
     // With no saved position: start at the server's current position, after flushing every bound
     // entity's keys (true, safe) or without flushing (false: writes before the first start are
     // not invalidated).
@@ -90,7 +103,9 @@ struct InvalidatorMetrics {
     std::uint64_t events = 0;
     std::uint64_t transactions = 0;      // groups applied
     std::uint64_t rows = 0;              // changed rows of watched tables
-    std::uint64_t keys_deleted = 0;      // DELs sent (a key may count twice)
+    std::uint64_t keys_deleted = 0;      // DELs sent and acknowledged (a key may count twice)
+    std::uint64_t delete_pipelines = 0;  // first-DEL round trips (pipelines sent, retries included)
+    std::uint64_t delete_batches = 0;    // buffer flushes: groups whose first DELs shared a pipeline
     std::uint64_t second_keys_deleted = 0;  // second DELs sent
     std::uint64_t second_batches = 0;       // pipelined second-DEL batches
     std::uint64_t second_pending = 0;       // groups waiting for their second DEL

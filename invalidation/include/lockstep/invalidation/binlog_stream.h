@@ -70,6 +70,11 @@ public:
     // The next event (heartbeats included). Throws ConnectionError, BinlogPositionLostError,
     // BinlogDecodeError (checksum).
     BinlogEventBytes next();
+    // True when next() would return without waiting for the network: the bytes of the next
+    // event (or its start) were already received, in the connector's read-ahead cache or the
+    // socket. The follower flushes its buffered groups when this turns false. False when unknown
+    // (e.g. TLS): the caller then flushes early, which costs a round trip, never an invalidation.
+    bool has_buffered_event() const noexcept;
     void close() noexcept;
     bool is_open() const noexcept;
 

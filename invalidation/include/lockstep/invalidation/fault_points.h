@@ -5,6 +5,10 @@
 //                                      whose first DEL landed `second_delete_delay` ago, before
 //                                      their second DEL                                      C9, C5
 //                                      (the visibility window: docs/invalidation.md)
+//   invalidation.after_stream_open     BinlogInvalidator, its dump connection just opened, before
+//                                      the first event is read: a test holds it there while a
+//                                      backlog of transactions reaches the socket, so that they
+//                                      are flushed as one batch (one pipeline)
 #pragma once
 
 #include <string_view>
@@ -12,5 +16,6 @@
 namespace lockstep::invalidation_points {
 
 inline constexpr std::string_view before_second_delete = "invalidation.before_second_delete";
+inline constexpr std::string_view after_stream_open = "invalidation.after_stream_open";
 
 }  // namespace lockstep::invalidation_points
