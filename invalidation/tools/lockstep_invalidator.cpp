@@ -60,6 +60,8 @@ nlohmann::json to_json(const lockstep::InvalidatorMetrics& m) {
             {"transactions", m.transactions},
             {"rows", m.rows},
             {"keys_deleted", m.keys_deleted},
+            {"delete_pipelines", m.delete_pipelines},
+            {"delete_batches", m.delete_batches},
             {"second_keys_deleted", m.second_keys_deleted},
             {"second_batches", m.second_batches},
             {"second_pending", m.second_pending},
@@ -186,7 +188,8 @@ int main(int argc, char** argv) {
         "  \"inspector\": {server_id, sample_rate, check_after_ms, track_for_ms}  also run the inspector}\n"
         "\n"
         "Output: one JSON line every --progress seconds: the follower's counters (events, transactions,\n"
-        "keys_deleted, second_keys_deleted, flushes, reconnects, redis_errors, applied/saved GTID),\n"
+        "keys_deleted, delete_pipelines (first-DEL round trips), delete_batches, second_keys_deleted, flushes,\n"
+        "reconnects, redis_errors, applied/saved GTID),\n"
         "lag_p50_us/lag_p99_us (first event received -> DEL landed), seconds_behind, elapsed_s; with the\n"
         "inspector an \"inspector\" object: checked, stale, stale_open, stale_per_million (stale entries per\n"
         "million checked writes), staleness_p50_ms/p99_ms/max_ms. SIGINT/SIGTERM: stop, save, print a last\n"
