@@ -22,6 +22,7 @@
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
+#include "eventually.h"  // eventually(...): polls the server's view of a client
 #include "test_servers.h"
 
 namespace lockstep::test {
@@ -175,17 +176,6 @@ private:
     std::condition_variable cv_;
     std::vector<std::pair<std::string, std::string>> messages_;
 };
-
-// Polls `condition` until it holds or `timeout` passes. For states the test cannot be told about
-// (e.g. the server's view of a client); each poll is a real check, not a guess at a duration.
-inline bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 5s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!condition()) {
-        if (std::chrono::steady_clock::now() > deadline) return false;
-        std::this_thread::sleep_for(5ms);
-    }
-    return true;
-}
 
 // An INFO field as an integer, e.g. info_field(client, "stats", "total_reads_processed").
 inline long long info_field(RedisClient& client, const std::string& section, const std::string& field) {

@@ -105,15 +105,6 @@ std::optional<std::chrono::microseconds> time_until_gone(const std::string& key,
     }
 }
 
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!condition()) {
-        if (std::chrono::steady_clock::now() > deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
-}
-
 InvalidationMap products_map(const std::string& prefix) {
     return InvalidationMap({{.table = "products", .entity = "product", .prefix = prefix}});
 }

@@ -17,6 +17,7 @@
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/invalidation/binlog_invalidator.h"
 #include "lockstep/strategies/cached_repository.h"
+#include "eventually.h"  // eventually(...): for metrics bumped just after the effect a test observed
 #include "test_servers.h"
 
 namespace lockstep::test {
@@ -44,10 +45,6 @@ void mariadb_client(const std::string& sql);
 
 // Polls until `key` is gone; the time it took, or nullopt after `timeout`.
 std::optional<std::chrono::microseconds> time_until_gone(const std::string& key, std::chrono::milliseconds timeout);
-
-// Polls `condition` until it holds or `timeout` passes: for counters that are bumped just after
-// the effect a test observed (a key gone) — the metric trails the effect, never precedes it.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 InvalidationMap products_map(const std::string& prefix);
 BinlogInvalidatorOptions follower_options(const std::string& name);

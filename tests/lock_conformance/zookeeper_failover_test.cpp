@@ -22,6 +22,7 @@
 #endif
 #include <zookeeper/zookeeper.h>
 
+#include "eventually.h"
 #include "lockstep/locks/zookeeper_lock_service.h"
 #include "lockstep/servers/local_zookeeper.h"
 
@@ -29,16 +30,6 @@ namespace lockstep::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-template <class F>
-bool eventually(F&& condition, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!condition()) {
-        if (std::chrono::steady_clock::now() > deadline) return false;
-        std::this_thread::sleep_for(20ms);
-    }
-    return true;
-}
 
 // The children of `path`, read by a client of its own (-1 on error).
 int count_children(const std::string& hosts, const std::string& path) {
@@ -89,7 +80,7 @@ TEST(ZooKeeperEnsemble, AHoldSurvivesALeaderFailoverAndTokensStayMonotonic) {
         w->unlock();
     });
     const std::string dir = "/lockstep/failover:order:1#m";
-    ASSERT_TRUE(eventually([&] { return count_children(zk.hosts(), dir) == 2; }, 30s)) << "the waiter did not queue";
+    ASSERT_TRUE(eventually([&] { return count_children(zk.hosts(), dir) == 2; }, 30s, 20ms)) << "the waiter did not queue";
 
     const int old_leader = zk.leader();
     ASSERT_GE(old_leader, 0) << "no member says it leads";
@@ -101,14 +92,14 @@ TEST(ZooKeeperEnsemble, AHoldSurvivesALeaderFailoverAndTokensStayMonotonic) {
             new_leader = zk.leader();
             return new_leader >= 0 && new_leader != old_leader;
         },
-        60s))
+        60s, 20ms))
         << "no new leader";
     std::cout << "[ measure ] zookeeper: new leader (member " << new_leader << ") after "
               << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
               << " ms\n";
 
     // The hold survived the failover: still ours, and it still keeps the waiter out.
-    ASSERT_TRUE(eventually([&] { return count_children(zk.hosts(), dir) == 2; }, 30s))
+    ASSERT_TRUE(eventually([&] { return count_children(zk.hosts(), dir) == 2; }, 30s, 20ms))
         << "the holder's or the waiter's node went with the failover";
     EXPECT_FALSE(m->lost());
     EXPECT_EQ(losses.load(), 0);

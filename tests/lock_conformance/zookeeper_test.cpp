@@ -18,6 +18,7 @@
 
 #include "backends.h"
 #include "child_process.h"
+#include "eventually.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/locks/zookeeper_lock_service.h"
 
@@ -128,7 +129,7 @@ TEST(ZooKeeperLock, RawFloorIsMeasured) {
     ZooKeeperLockService s(o);  // makes sure the root exists
     zhandle_t* zh = zookeeper_init(o.hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
     ASSERT_NE(zh, nullptr);
-    for (int i = 0; i < 500 && zoo_state(zh) != ZOO_CONNECTED_STATE; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_TRUE(eventually([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; }, 10s)) << "no session";
     std::vector<double> cycles;
     for (int i = 0; i < 200; ++i) {
         char buf[256];
@@ -150,9 +151,7 @@ TEST(LocalZooKeeper, ServerDiesWithItsOwnerEvenOnSigkill) {
     ASSERT_EQ(::kill(server, 0), 0);
     owner.signal(SIGKILL);
     owner.wait();
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (::kill(server, 0) == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
-    EXPECT_NE(::kill(server, 0), 0) << "the private ZooKeeper outlived its owner";
+    EXPECT_TRUE(eventually([&] { return ::kill(server, 0) != 0; }, 10s, 20ms)) << "the private ZooKeeper outlived its owner";
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "../../locks/src/lock_scripts.h"  // to send the leave script as a giving-up waiter does
+#include "eventually.h"
 #include "locks_test_support.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
@@ -25,15 +26,7 @@ using namespace std::chrono_literals;
 using test::LockProcess;
 using Clock = std::chrono::steady_clock;
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-        if (pred()) return true;
-        std::this_thread::sleep_for(5ms);
-    }
-    return pred();
-}
+using test::eventually;
 
 LockClientOptions holder_options(std::chrono::milliseconds window) {
     LockClientOptions o;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
 #include "locks_test_support.h"
 #include "lockstep/core/error.h"
 #include "lockstep/locks/lock_errors.h"
@@ -23,15 +24,7 @@ using namespace std::chrono_literals;
 using test::LockProcess;
 using Clock = std::chrono::steady_clock;
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-        if (pred()) return true;
-        std::this_thread::sleep_for(5ms);
-    }
-    return pred();
-}
+using test::eventually;
 
 long long ms_since(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();

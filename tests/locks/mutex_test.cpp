@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../../locks/src/lock_scripts.h"  // to drive the release script as a foreign client would
+#include "eventually.h"
 #include "locks_test_support.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
@@ -27,16 +28,7 @@ long long ms_since(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-// Waits (polling, test side only) until `pred` holds or `timeout` passes.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-        if (pred()) return true;
-        std::this_thread::sleep_for(5ms);
-    }
-    return pred();
-}
+using test::eventually;
 
 // Counts arrivals at a fault point without blocking.
 struct Arrivals {
@@ -275,10 +267,11 @@ TEST_F(RedisMutexTest, L5_RenewalKeepsTheLockAndFindingItGoneReportsLoss) {
                                              lost.fetch_add(1);
                                          }});
     m.lock();
-    std::this_thread::sleep_for(3000ms);  // 2.5 leases
+    // Four renewals (every 400 ms): the hold is then past the lease its acquisition set.
+    ASSERT_TRUE(test::eventually_value([&] { return a_->locks->stats().renewals; },
+                                       [](std::uint64_t n) { return n >= 4; }));
     EXPECT_FALSE(m.lost());
     EXPECT_GT(a_->redis->command({"PTTL", m.keys().mutex()}).integer(), 0);
-    EXPECT_GE(a_->locks->stats().renewals, 3u);
     a_->redis->del({m.keys().mutex()});
     ASSERT_TRUE(eventually([&] { return m.lost(); }, 1s));
     EXPECT_EQ(lost.load(), 1);
@@ -377,7 +370,9 @@ TEST_F(RedisMutexTest, L5_WatchdogRenewsManyHoldsInBatches) {
     }
     for (auto& m : ms) m->lock();
     const auto s0 = a_->locks->stats();
-    std::this_thread::sleep_for(1300ms);
+    // Two renewals of every hold (every 300 ms): the batches are counted over the same rounds.
+    ASSERT_TRUE(test::eventually_value([&] { return a_->locks->stats().renewals - s0.renewals; },
+                                       [](std::uint64_t n) { return n >= 2u * kHolds; }));
     const auto s1 = a_->locks->stats();
     const auto renewals = s1.renewals - s0.renewals;
     const auto batches = s1.renew_batches - s0.renew_batches;

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
 #include "locks_test_support.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
@@ -324,8 +325,7 @@ TEST_F(RedisReadWriteLockTest, L5_StaleRenewalOfAnEarlierReadHoldCannotCutTheNex
     short_lease.unlock_shared();
     long_lease.lock_shared();
     gate.open();
-    const auto t0 = Clock::now();
-    while (renewed.load() == 0 && Clock::now() - t0 < 3s) std::this_thread::sleep_for(5ms);
+    ASSERT_TRUE(test::eventually([&] { return renewed.load() != 0; }, 3s));
     ASSERT_EQ(renewed.load(), 1);
     const auto now = a_->redis->command({"TIME"});
     const long long now_ms =
@@ -352,8 +352,7 @@ TEST_F(RedisReadWriteLockTest, L5_LostReadHoldIsReported) {
                                                    }});
     rw.lock_shared();
     a_->redis->del({rw.keys().rw_readers(), rw.keys().rw_reader_expiry()});
-    const auto t0 = Clock::now();
-    while (expired.load() == 0 && Clock::now() - t0 < 3s) std::this_thread::sleep_for(5ms);
+    EXPECT_TRUE(test::eventually([&] { return expired.load() != 0; }, 3s));
     EXPECT_EQ(expired.load(), 1);
     EXPECT_TRUE(rw.lost());
     EXPECT_THROW(rw.unlock_shared_checked(), LockLostError);

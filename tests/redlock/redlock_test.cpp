@@ -11,6 +11,7 @@
 #include <barrier>
 #include <thread>
 
+#include "eventually.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
@@ -26,16 +27,6 @@ using Clock = std::chrono::steady_clock;
 LocalRedisGroup& group() {
     static LocalRedisGroup g{LocalRedisGroupOptions{}};
     return g;
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds bound = 10s) {
-    const auto deadline = Clock::now() + bound;
-    while (!pred()) {
-        if (Clock::now() > deadline) return false;
-        std::this_thread::sleep_for(5ms);
-    }
-    return true;
 }
 
 class Redlock : public ::testing::Test {
@@ -138,10 +129,14 @@ TEST_F(Redlock, OneMasterRestartedEmptyWhileHeldKeepsTheHoldAndTheNextTokenIsHig
     ma->lock();
     const FenceToken t_a = ma->fence_token();
     group().restart(0);
+    const auto renewed = a->renewals();
     EXPECT_FALSE(key_on(0, *a, "r1"));
     EXPECT_FALSE(mb->try_lock());
-    // Two leases: the watchdog renewed on the 4 others (or A's keys would have expired).
-    std::this_thread::sleep_for(2400ms);
+    // Three renewals granted by a quorum after the restart: by the 4 others (the restarted master
+    // has no key of A's to renew), every lease/3, the last about one lease after the acquisition,
+    // when the keys it set would have expired without them.
+    ASSERT_TRUE(eventually_value([&] { return a->renewals(); }, [&](std::uint64_t n) { return n >= renewed + 3; }))
+        << "the watchdog did not renew on a quorum (" << renewed << " renewals before the restart)";
     EXPECT_FALSE(ma->lost());
     for (std::size_t i = 1; i < group().size(); ++i) EXPECT_TRUE(key_on(i, *a, "r1")) << "master " << i;
     EXPECT_FALSE(mb->try_lock());

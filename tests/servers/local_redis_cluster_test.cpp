@@ -9,6 +9,7 @@
 #include <chrono>
 #include <thread>
 
+#include "eventually.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
 
@@ -17,14 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!condition()) {
-        if (std::chrono::steady_clock::now() > deadline) return false;
-        std::this_thread::sleep_for(10ms);
-    }
-    return true;
-}
+using test::eventually;
 
 bool process_exists(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 

@@ -25,6 +25,7 @@
 #include <cppconn/statement.h>
 #include <mysql_driver.h>
 
+#include "eventually.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/uri.h"
 
@@ -254,11 +255,9 @@ TEST(LocalServers, ServersDieAndTempDirGoesWhenTheOwnerIsKilled) {
 
     ::kill(child, SIGKILL);
     ::waitpid(child, nullptr, 0);
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while ((process_alive(redis_pid) || process_alive(mysql_pid) || lockstep_dirs() > dirs_before) &&
-           std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(20ms);
-    }
+    lockstep::test::eventually(
+        [&] { return !process_alive(redis_pid) && !process_alive(mysql_pid) && lockstep_dirs() <= dirs_before; }, 10s,
+        20ms);  // the checks below say which one is left
     EXPECT_FALSE(process_alive(redis_pid));
     EXPECT_FALSE(process_alive(mysql_pid));
     EXPECT_EQ(lockstep_dirs(), dirs_before);

@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "eventually.h"
 #include "strategies_test_support.h"
 #include "test_servers.h"
 
@@ -46,15 +47,6 @@ private:
     }
     std::shared_ptr<EntryStore> inner_;
 };
-
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!condition()) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(10ms);
-    }
-    return true;
-}
 
 RepositoryOptions quick_retries(const std::string& prefix) {
     RepositoryOptions o;
@@ -108,12 +100,12 @@ TEST(RedisOutageTest, RedisKilledMidRunReadsFallBackAndQueuedDeletesLandAfterRes
 
     servers().start_redis();
     for (auto* r : {&a, &b}) {
-        ASSERT_TRUE(wait_until([&] { return r->metrics().deletes_pending == 0; }, 20s)) << to_string(r->metrics());
+        ASSERT_TRUE(eventually([&] { return r->metrics().deletes_pending == 0; }, 20s)) << to_string(r->metrics());
         EXPECT_GT(r->metrics().deletes_retried, 0u);
         EXPECT_EQ(r->metrics().deletes_abandoned, 0u);
     }
     // Every key agrees with the database, and the cache is in use again.
-    ASSERT_TRUE(wait_until([&] { return a.get(ids[0]).has_value() && cached_entry(a.key_of(ids[0])); }, 5s));
+    ASSERT_TRUE(eventually([&] { return a.get(ids[0]).has_value() && cached_entry(a.key_of(ids[0])); }, 5s));
     for (int i = 0; i < 10; ++i) {
         for (auto* r : {&a, &b}) {
             EXPECT_EQ(r->get(ids[i])->price, 2100 + i);
@@ -141,7 +133,7 @@ TEST(RedisOutageTest, C5_DeletesThatFailAreRetriedUntilTheyRemoveTheStaleEntries
     EXPECT_EQ(repo.metrics().deletes_pending, 5u);
     std::this_thread::sleep_for(150ms);  // a few failed retries
     store->down = false;
-    ASSERT_TRUE(wait_until([&] { return repo.metrics().deletes_pending == 0; }, 10s)) << to_string(repo.metrics());
+    ASSERT_TRUE(eventually([&] { return repo.metrics().deletes_pending == 0; }, 10s)) << to_string(repo.metrics());
     for (auto id : ids) {
         EXPECT_EQ(freshness(repo.key_of(id), id), Freshness::Fresh);
         EXPECT_FALSE(cached_entry(repo.key_of(id)));
@@ -167,7 +159,7 @@ TEST(RedisOutageTest, ADeleteIsGivenUpOnlyAfterEveryEntryItConcernsHasExpired) {
     insert_product(id, 1);
     store->down = true;
     repo.update(id, [](Product& p) { p.price = 2; });
-    ASSERT_TRUE(wait_until([&] { return repo.metrics().deletes_abandoned == 1; }, 5s)) << to_string(repo.metrics());
+    ASSERT_TRUE(eventually([&] { return repo.metrics().deletes_abandoned == 1; }, 5s)) << to_string(repo.metrics());
     EXPECT_EQ(repo.metrics().deletes_pending, 0u);
 }
 

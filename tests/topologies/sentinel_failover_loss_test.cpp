@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/locks/lock_client.h"
 #include "lockstep/locks/redis_mutex.h"
@@ -23,14 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!condition()) {
-        if (std::chrono::steady_clock::now() > deadline) return false;
-        std::this_thread::sleep_for(10ms);
-    }
-    return true;
-}
+using test::eventually;
 
 TEST(SentinelFailover, HoldsOfTheReplacedMasterAreReportedLostAndNewHoldsAreKept) {
     LocalRedisSentinel sentinel;

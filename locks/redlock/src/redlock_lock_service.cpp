@@ -100,6 +100,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     std::atomic<std::uint64_t> acquisitions{0};
     std::atomic<std::uint64_t> message_wakeups{0};
     std::atomic<std::uint64_t> poll_wakeups{0};
+    std::atomic<std::uint64_t> quorum_renewals{0};  // the watchdog's renewals that a quorum granted
 
     // One subscriber per master, made on the first contended wait (an uncontended service never
     // opens them): each is one pub/sub connection and thread shared by all waiters (L7).
@@ -334,6 +335,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         if (yes >= quorum && SteadyClock::now() < start + h->lease - drift(h->lease)) {
             st.valid_until = start + h->lease - drift(h->lease);
             st.next_renew = start + h->lease / 3;
+            quorum_renewals.fetch_add(1);
             return;
         }
         // Masters that refused have lost our key for good (expired, restarted empty): with more
@@ -433,6 +435,7 @@ std::unique_ptr<DistributedReadWriteLock> RedlockLockService::make_read_write_lo
 std::size_t RedlockLockService::masters() const noexcept { return state_->masters.size(); }
 std::uint64_t RedlockLockService::wakeups_by_message() const noexcept { return state_->message_wakeups.load(); }
 std::uint64_t RedlockLockService::wakeups_by_poll() const noexcept { return state_->poll_wakeups.load(); }
+std::uint64_t RedlockLockService::renewals() const noexcept { return state_->quorum_renewals.load(); }
 std::size_t RedlockLockService::quorum() const noexcept { return state_->quorum; }
 std::string RedlockLockService::lock_key(const std::string& name) const { return LockKeys(state_->prefix, name).mutex(); }
 std::string RedlockLockService::fence_key(const std::string& name) const { return LockKeys(state_->prefix, name).fence(); }

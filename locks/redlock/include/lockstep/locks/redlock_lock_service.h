@@ -85,6 +85,9 @@ public:
     // because its poll pause ran out (tests and diagnostics).
     std::uint64_t wakeups_by_message() const noexcept;
     std::uint64_t wakeups_by_poll() const noexcept;
+    // How often the watchdog renewed a hold of this service on a quorum of masters (extending its
+    // validity); failed or minority rounds are not counted (tests and diagnostics).
+    std::uint64_t renewals() const noexcept;
     // Masters that must agree for a hold: (N + tolerated_restarts) / 2 + 1.
     std::size_t quorum() const noexcept;
     // The Redis key of `name`'s lock on every master (e.g. for a test to delete it).
