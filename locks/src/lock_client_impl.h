@@ -149,6 +149,14 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // True when another thread of this client already listens on `channel` (it waits there).
     bool listening_on(const std::string& channel);
 
+    // The stages of release, each with its invariant where it is defined (redis_release.cpp).
+    struct Release;
+    bool find_release_target(Release& rel, bool& client_closed) EXCLUDES(mutex);
+    void found_gone_at_unlock(Release& rel) EXCLUDES(mutex);
+    void count_down(Release& rel) EXCLUDES(mutex);
+    void forget(Release& rel) EXCLUDES(mutex);
+    LockLostError lost_error(Release& rel) EXCLUDES(mutex);
+
     // One call that may use `redis`: refused once the client is closed; close() waits for the
     // calls under way.
     class Use {
@@ -215,6 +223,12 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
         std::vector<Waiter*> waiters GUARDED_BY(mutex);  // arrival order; guarded by mutex
         RedisSubscriber::Subscription subscription GUARDED_BY(mutex);
         int refs = 0;  // guarded by Impl::rooms_mutex
+
+        // Clears `w`'s wake-up before its next try: a message that arrives after the try (or
+        // during it) is kept and ends the sleep at once.
+        void arm(Waiter& w) EXCLUDES(mutex);
+        // Sleeps until a message wakes `w` (on_message, wake_everyone) or `until`.
+        void sleep(Waiter& w, SteadyTime until) EXCLUDES(mutex);
     };
     Mutex rooms_mutex;
     std::map<std::string, std::shared_ptr<Room>> rooms GUARDED_BY(rooms_mutex);

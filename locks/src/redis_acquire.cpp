@@ -66,6 +66,16 @@ AttemptResult attempt_once(RedisLockClient::Impl& impl, const LockSide& side, co
     return r;
 }
 
+// When a busy waiter tries again if no message wakes it first: when the holder's lease ends
+// (r.value ms) +1 ms, as the server expires a key only once its expiry time has passed. At the
+// latest after claim_refresh: a wake-up sent to a waiter that cannot take it (a frozen process at
+// the head of the queue, a lost message) leaves a free lock untaken for at most that long, not
+// for the holder's whole lease.
+SteadyTime recheck_at(const AttemptResult& r, SteadyTime now, SteadyTime deadline, milliseconds claim_refresh) {
+    const long long recheck = std::min<long long>(std::max(0LL, r.value), claim_refresh.count());
+    return std::min(deadline, now + milliseconds(recheck) + milliseconds(1));
+}
+
 // A waiter that gives up withdraws its queue entry or claim. Best effort: if that fails (server
 // unreachable) the entry expires on its own (waiter_grace after the planned re-check).
 void leave_quietly(const LockSide& side, const std::string& owner, const WaitTicket& ticket) {
@@ -215,11 +225,8 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
     AttemptResult r;
     try {
         for (;;) {
-            {
-                MutexLock lock(room->mutex);
-                waiter.woken = false;
-            }
-            // After the reset: close() sets `closed` before it wakes everyone.
+            room->arm(waiter);
+            // After arming: close() sets `closed` before it wakes everyone.
             if (is_closed()) {
                 throw LockClientClosedError("lock '" + side.name() + "': the lock client was destroyed while this thread waited");
             }
@@ -238,19 +245,9 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
                 leave_room(room, waiter);
                 return false;
             }
-            // +1 ms: the server expires a key only once its expiry time has passed. At the latest
-            // after claim_refresh: a wake-up sent to a waiter that cannot take it (a frozen
-            // process at the head of the queue, a lost message) leaves a free lock untaken for at
-            // most that long, not for the holder's whole lease.
-            const long long recheck = std::min<long long>(std::max(0LL, r.value), options.claim_refresh.count());
-            const SteadyTime wake_at = std::min(deadline, now + milliseconds(recheck) + milliseconds(1));
+            const SteadyTime wake_at = recheck_at(r, now, deadline, options.claim_refresh);
             fault::point("locks.wait.before_sleep");
-            {
-                MutexLock lock(room->mutex);
-                while (!waiter.woken) {
-                    if (waiter.cv.wait_until(room->mutex, wake_at) == std::cv_status::timeout) break;
-                }
-            }
+            room->sleep(waiter, wake_at);
             fault::point("locks.wait.after_sleep");
         }
     } catch (...) {

@@ -15,6 +15,18 @@ bool RedisLockClient::Impl::listening_on(const std::string& channel) {
     return rooms.find(channel) != rooms.end();
 }
 
+void RedisLockClient::Impl::Room::arm(Waiter& w) {
+    MutexLock lock(mutex);
+    w.woken = false;
+}
+
+void RedisLockClient::Impl::Room::sleep(Waiter& w, SteadyTime until) {
+    MutexLock lock(mutex);
+    while (!w.woken) {
+        if (w.cv.wait_until(mutex, until) == std::cv_status::timeout) break;
+    }
+}
+
 std::shared_ptr<RedisLockClient::Impl::Room> RedisLockClient::Impl::join_room(const std::string& channel,
                                                                               WakeRule rule, Waiter& waiter) {
     std::shared_ptr<Room> room;
