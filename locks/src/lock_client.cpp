@@ -117,24 +117,11 @@ void RedisLockClient::Impl::close() {
     if (!live.empty()) {
         logger()->warn("lock client {} destroyed with {} hold(s) still held: releasing them, reporting them lost",
                        id, live.size());
-        std::vector<std::vector<std::string>> commands;
-        std::vector<RenewCall> calls;
+        std::vector<ScriptCall> calls;
         calls.reserve(live.size());
-        for (const auto& h : live) {
-            const RenewCall& c = calls.emplace_back(h->side->release_call(h->owner));
-            std::vector<std::string> cmd{"EVALSHA", c.script->sha1(), std::to_string(c.keys.size())};
-            cmd.insert(cmd.end(), c.keys.begin(), c.keys.end());
-            cmd.insert(cmd.end(), c.args.begin(), c.args.end());
-            commands.push_back(std::move(cmd));
-        }
+        for (const auto& h : live) calls.push_back(h->side->release_call(h->owner));
         try {
-            auto replies = redis.pipeline(commands);
-            for (std::size_t i = 0; i < replies.size() && i < live.size(); ++i) {
-                if (replies[i].is_error() && replies[i].error_message().rfind("NOSCRIPT", 0) == 0) {
-                    const RenewCall& c = calls[i];
-                    redis.eval(*c.script, c.keys, c.args);
-                }
-            }
+            run_pipelined(redis, calls);  // the answers do not matter: the holds end either way
         } catch (const std::exception& e) {
             logger()->warn("lock client {}: releasing the holds at destruction failed ({}); their leases end them",
                            id, e.what());

@@ -47,12 +47,18 @@ struct WaitTicket {
     long long wait_left_ms = -1;  // -1: unbounded
 };
 
-// One renewal, as the watchdog sends it (EVALSHA in a pipeline).
-struct RenewCall {
+// One script call sent in a pipeline with others: a renewal by the watchdog, or the release of a
+// hold still held when the client is destroyed.
+struct ScriptCall {
     const RedisScript* script = nullptr;
     std::vector<std::string> keys;
     std::vector<std::string> args;
 };
+
+// Sends `calls` as EVALSHAs in one pipeline and returns one reply per call. A call answered
+// NOSCRIPT (after SCRIPT FLUSH or a server restart) is sent again with eval(), which loads the
+// script, and its reply replaced. Throws what the pipeline or that eval() throws.
+std::vector<RedisReply> run_pipelined(RedisClient& redis, const std::vector<ScriptCall>& calls);
 
 // Fault point names of one side (static strings: fault::point must stay cheap when disarmed).
 struct SideFaultPoints {
@@ -97,9 +103,9 @@ public:
     virtual void leave(const std::string& owner, const WaitTicket& ticket) const = 0;
     // Runs the release script: 0 not held by owner, 1 still held (reentrant), 2 released.
     virtual int release(const std::string& owner, bool last) const = 0;
-    virtual RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const = 0;
+    virtual ScriptCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const = 0;
     // The last release of owner's hold, as the client sends it when it is destroyed.
-    virtual RenewCall release_call(const std::string& owner) const = 0;
+    virtual ScriptCall release_call(const std::string& owner) const = 0;
     virtual WakeRule wake_rule() const = 0;
 
 private:

@@ -14,6 +14,25 @@ namespace lockstep {
 
 using std::chrono::milliseconds;
 
+std::vector<RedisReply> run_pipelined(RedisClient& redis, const std::vector<ScriptCall>& calls) {
+    std::vector<std::vector<std::string>> commands;
+    commands.reserve(calls.size());
+    for (const ScriptCall& c : calls) {
+        std::vector<std::string> cmd{"EVALSHA", c.script->sha1(), std::to_string(c.keys.size())};
+        cmd.insert(cmd.end(), c.keys.begin(), c.keys.end());
+        cmd.insert(cmd.end(), c.args.begin(), c.args.end());
+        commands.push_back(std::move(cmd));
+    }
+    std::vector<RedisReply> replies = redis.pipeline(commands);
+    for (std::size_t i = 0; i < replies.size() && i < calls.size(); ++i) {
+        if (replies[i].is_error() && replies[i].error_message().rfind("NOSCRIPT", 0) == 0) {
+            const ScriptCall& c = calls[i];
+            replies[i] = redis.eval(*c.script, c.keys, c.args);
+        }
+    }
+    return replies;
+}
+
 void RedisLockClient::Impl::watchdog_loop() {
     MutexLock lock(mutex);
     while (!stopping) {
@@ -63,28 +82,13 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
     // still this owner's, and results for holds unlocked meanwhile are ignored.
     fault::point("locks.watchdog.before_renew");
     const SteadyTime sent = SteadyClock::now();
-    std::vector<std::vector<std::string>> commands;
-    std::vector<RenewCall> calls;  // built here, not per acquisition: most holds never renew
-    commands.reserve(due.size());
+    std::vector<ScriptCall> calls;  // built here, not per acquisition: most holds never renew
     calls.reserve(due.size());
-    for (const auto& h : due) {
-        const RenewCall& c = calls.emplace_back(h->side->renew_call(h->owner, h->lease));
-        std::vector<std::string> cmd{"EVALSHA", c.script->sha1(), std::to_string(c.keys.size())};
-        cmd.insert(cmd.end(), c.keys.begin(), c.keys.end());
-        cmd.insert(cmd.end(), c.args.begin(), c.args.end());
-        commands.push_back(std::move(cmd));
-    }
+    for (const auto& h : due) calls.push_back(h->side->renew_call(h->owner, h->lease));
     std::vector<RedisReply> replies;
     std::string failure;
     try {
-        replies = redis.pipeline(commands);
-        for (std::size_t i = 0; i < replies.size() && i < due.size(); ++i) {
-            // After SCRIPT FLUSH or a server restart: eval() loads the script and retries.
-            if (replies[i].is_error() && replies[i].error_message().rfind("NOSCRIPT", 0) == 0) {
-                const RenewCall& c = calls[i];
-                replies[i] = redis.eval(*c.script, c.keys, c.args);
-            }
-        }
+        replies = run_pipelined(redis, calls);
     } catch (const std::exception& e) {
         failure = e.what();
     }
