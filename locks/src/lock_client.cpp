@@ -106,7 +106,15 @@ void RedisLockClient::Impl::close() {
         while (calls_in_use != 0) calls_done_cv.wait(mutex);
     }
 
-    // Holds still held: release them (others need not wait for the leases) and report them.
+    release_live_holds_at_close();
+    // No waiter is left: drop the subscriptions now, while the RedisClient surely lives.
+    drop_subscriptions();
+}
+
+// Holds still held when the client is destroyed: released in one pipeline (others need not wait
+// for the leases) and reported lost (ClientClosed). REQUIRES: the watchdog stopped and no call
+// under way (close()).
+void RedisLockClient::Impl::release_live_holds_at_close() {
     std::vector<std::shared_ptr<Hold>> live;
     {
         MutexLock lock(mutex);
@@ -138,17 +146,6 @@ void RedisLockClient::Impl::close() {
             }
         }
         for (const auto& [h, loss] : losses) report(h, loss);
-    }
-
-    // No waiter is left: drop the subscriptions now, while the RedisClient surely lives.
-    std::vector<RedisSubscriber::Subscription> subscriptions;
-    {
-        MutexLock lock(rooms_mutex);
-        for (auto& [c, r] : rooms) {
-            MutexLock rl(r->mutex);
-            subscriptions.push_back(std::move(r->subscription));
-        }
-        rooms.clear();
     }
 }
 

@@ -139,6 +139,9 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // hold, wakes every waiter (LockClientClosedError), waits until no call uses `redis` any
     // more, and drops the subscriptions. Afterwards nothing here touches `redis`.
     void close() EXCLUDES(mutex, rooms_mutex);
+    // The stages of close(): the holds still held, then the subscriptions.
+    void release_live_holds_at_close() EXCLUDES(mutex);
+    void drop_subscriptions() EXCLUDES(rooms_mutex);
 
     // The generic flows. `deadline` unset: one attempt, no waiting; SteadyTime::max(): forever.
     bool acquire(const std::shared_ptr<const LockSide>& side, std::optional<SteadyTime> deadline) EXCLUDES(mutex);

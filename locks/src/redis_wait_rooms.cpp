@@ -166,4 +166,18 @@ void RedisLockClient::Impl::wake_everyone() {
     }
 }
 
+// At close(), once no waiter is left: the subscriptions end here, while the RedisClient surely
+// lives (they unsubscribe when `subscriptions` goes, outside every lock).
+void RedisLockClient::Impl::drop_subscriptions() {
+    std::vector<RedisSubscriber::Subscription> subscriptions;
+    {
+        MutexLock lock(rooms_mutex);
+        for (auto& [c, r] : rooms) {
+            MutexLock rl(r->mutex);
+            subscriptions.push_back(std::move(r->subscription));
+        }
+        rooms.clear();
+    }
+}
+
 }  // namespace lockstep
