@@ -47,12 +47,18 @@ struct WaitTicket {
     long long wait_left_ms = -1;  // -1: unbounded
 };
 
-// One renewal, as the watchdog sends it (EVALSHA in a pipeline).
-struct RenewCall {
+// One script call sent in a pipeline with others: a renewal by the watchdog, or the release of a
+// hold still held when the client is destroyed.
+struct ScriptCall {
     const RedisScript* script = nullptr;
     std::vector<std::string> keys;
     std::vector<std::string> args;
 };
+
+// Sends `calls` as EVALSHAs in one pipeline and returns one reply per call. A call answered
+// NOSCRIPT (after SCRIPT FLUSH or a server restart) is sent again with eval(), which loads the
+// script, and its reply replaced. Throws what the pipeline or that eval() throws.
+std::vector<RedisReply> run_pipelined(RedisClient& redis, const std::vector<ScriptCall>& calls);
 
 // Fault point names of one side (static strings: fault::point must stay cheap when disarmed).
 struct SideFaultPoints {
@@ -97,9 +103,9 @@ public:
     virtual void leave(const std::string& owner, const WaitTicket& ticket) const = 0;
     // Runs the release script: 0 not held by owner, 1 still held (reentrant), 2 released.
     virtual int release(const std::string& owner, bool last) const = 0;
-    virtual RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const = 0;
+    virtual ScriptCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const = 0;
     // The last release of owner's hold, as the client sends it when it is destroyed.
-    virtual RenewCall release_call(const std::string& owner) const = 0;
+    virtual ScriptCall release_call(const std::string& owner) const = 0;
     virtual WakeRule wake_rule() const = 0;
 
 private:
@@ -133,6 +139,9 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // hold, wakes every waiter (LockClientClosedError), waits until no call uses `redis` any
     // more, and drops the subscriptions. Afterwards nothing here touches `redis`.
     void close() EXCLUDES(mutex, rooms_mutex);
+    // The stages of close(): the holds still held, then the subscriptions.
+    void release_live_holds_at_close() EXCLUDES(mutex);
+    void drop_subscriptions() EXCLUDES(rooms_mutex);
 
     // The generic flows. `deadline` unset: one attempt, no waiting; SteadyTime::max(): forever.
     bool acquire(const std::shared_ptr<const LockSide>& side, std::optional<SteadyTime> deadline) EXCLUDES(mutex);
@@ -148,6 +157,14 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     bool wait_for_turn(Acquisition& a, SteadyTime deadline);
     // True when another thread of this client already listens on `channel` (it waits there).
     bool listening_on(const std::string& channel);
+
+    // The stages of release, each with its invariant where it is defined (redis_release.cpp).
+    struct Release;
+    bool find_release_target(Release& rel, bool& client_closed) EXCLUDES(mutex);
+    void found_gone_at_unlock(Release& rel) EXCLUDES(mutex);
+    void count_down(Release& rel) EXCLUDES(mutex);
+    void forget(Release& rel) EXCLUDES(mutex);
+    LockLostError lost_error(Release& rel) EXCLUDES(mutex);
 
     // One call that may use `redis`: refused once the client is closed; close() waits for the
     // calls under way.
@@ -215,6 +232,12 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
         std::vector<Waiter*> waiters GUARDED_BY(mutex);  // arrival order; guarded by mutex
         RedisSubscriber::Subscription subscription GUARDED_BY(mutex);
         int refs = 0;  // guarded by Impl::rooms_mutex
+
+        // Clears `w`'s wake-up before its next try: a message that arrives after the try (or
+        // during it) is kept and ends the sleep at once.
+        void arm(Waiter& w) EXCLUDES(mutex);
+        // Sleeps until a message wakes `w` (on_message, wake_everyone) or `until`.
+        void sleep(Waiter& w, SteadyTime until) EXCLUDES(mutex);
     };
     Mutex rooms_mutex;
     std::map<std::string, std::shared_ptr<Room>> rooms GUARDED_BY(rooms_mutex);

@@ -72,10 +72,10 @@ public:
         return static_cast<int>(impl_.redis.eval_views(lock_scripts::mutex_release(), keys, args).integer());
     }
 
-    RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
+    ScriptCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
         return {&lock_scripts::hash_hold_renew(), {key_}, {owner, ms(lease)}};
     }
-    RenewCall release_call(const std::string& owner) const override {
+    ScriptCall release_call(const std::string& owner) const override {
         return {&lock_scripts::mutex_release(), {key_, queue_, queue_expiry_}, {owner, "1", handoff_window_ms_, handoff_after_us_}};
     }
     WakeRule wake_rule() const override { return WakeRule::NamedWaiter; }

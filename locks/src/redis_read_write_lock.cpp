@@ -45,10 +45,10 @@ public:
                                           {owner, last ? "1" : "0", keys_.rw_channel()})
                                     .integer());
     }
-    RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
+    ScriptCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
         return {&lock_scripts::rw_read_renew(), {key_, keys_.rw_reader_expiry()}, {owner, ms(lease)}};
     }
-    RenewCall release_call(const std::string& owner) const override {
+    ScriptCall release_call(const std::string& owner) const override {
         return {&lock_scripts::rw_read_release(), {key_, keys_.rw_reader_expiry()}, {owner, "1", keys_.rw_channel()}};
     }
     WakeRule wake_rule() const override { return WakeRule::Broadcast; }
@@ -95,10 +95,10 @@ public:
                 .eval(lock_scripts::rw_write_release(), {key_}, {owner, last ? "1" : "0", keys_.rw_channel()})
                 .integer());
     }
-    RenewCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
+    ScriptCall renew_call(const std::string& owner, std::chrono::milliseconds lease) const override {
         return {&lock_scripts::hash_hold_renew(), {key_}, {owner, ms(lease)}};
     }
-    RenewCall release_call(const std::string& owner) const override {
+    ScriptCall release_call(const std::string& owner) const override {
         return {&lock_scripts::rw_write_release(), {key_}, {owner, "1", keys_.rw_channel()}};
     }
     WakeRule wake_rule() const override { return WakeRule::Broadcast; }

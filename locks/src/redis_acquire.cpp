@@ -1,0 +1,260 @@
+// The acquire flow of every Redis lock side (mutex, rw read, rw write), as named stages:
+// acquire() chooses the path; reenter() (L6); try_fresh(), one plain or queuing try;
+// register_hold(), the new hold enters the registry; wait_for_turn() (L7, L9), join the wait
+// room, queuing try, sleep until a release names this waiter or the re-check time. What differs
+// between sides (keys, script, hand-off arguments, wake rule) was fixed once when the lock
+// object built its LockSide (redis_mutex.cpp, redis_read_write_lock.cpp), so nothing here tests
+// the lock's kind.
+#include <algorithm>
+#include <utility>
+
+#include "lock_client_impl.h"
+#include "../redis/src/replication_wait.h"  // L8: WAIT, failover (confirm_new_hold)
+#include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
+#include "lockstep/core/logging.h"
+#include "lockstep/locks/lock_errors.h"
+
+namespace lockstep {
+
+AttemptResult parse_attempt(const RedisReply& reply) {
+    const auto& e = reply.elements();
+    if (e.empty()) throw ProtocolError("lock acquire script returned an empty array");
+    AttemptResult r;
+    r.status = static_cast<AttemptStatus>(e[0].integer());
+    if (e.size() > 1) r.value = e[1].integer();
+    // The mutex script answers the score as an integer, the older form as a string.
+    if (e.size() > 2) {
+        r.queue_score =
+            e[2].type() == RedisReply::Type::Integer ? std::to_string(e[2].integer()) : e[2].str();
+    }
+    return r;
+}
+
+namespace {
+
+using std::chrono::milliseconds;
+
+long long ms_until(SteadyTime t, SteadyTime now) {
+    if (t <= now) return 0;
+    return std::chrono::ceil<milliseconds>(t - now).count();
+}
+
+// One acquire script, with its fault points and counters. A connection error after the script
+// was sent may mean it ran: a fresh acquisition then abandons whatever it may have created
+// (its owner is unique to this thread and it holds nothing locally, so that is safe), and the
+// lease bounds the damage if even that fails.
+AttemptResult attempt_once(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner,
+                           milliseconds lease, bool expect_held, const WaitTicket* ticket) {
+    fault::point(side.fault_points().before_acquire);
+    impl.stats.acquire_attempts.fetch_add(1);
+    AttemptResult r;
+    try {
+        r = side.attempt(owner, lease, expect_held, ticket);
+    } catch (const ConnectionError&) {
+        if (!expect_held) {
+            try {
+                side.release(owner, true);
+            } catch (const std::exception& e) {
+                logger()->warn("lock '{}': could not clean up after a failed acquire: {}", side.name(),
+                               e.what());
+            }
+        }
+        throw;
+    }
+    fault::point(side.fault_points().after_acquire);
+    return r;
+}
+
+// When a busy waiter tries again if no message wakes it first: when the holder's lease ends
+// (r.value ms) +1 ms, as the server expires a key only once its expiry time has passed. At the
+// latest after claim_refresh: a wake-up sent to a waiter that cannot take it (a frozen process at
+// the head of the queue, a lost message) leaves a free lock untaken for at most that long, not
+// for the holder's whole lease.
+SteadyTime recheck_at(const AttemptResult& r, SteadyTime now, SteadyTime deadline, milliseconds claim_refresh) {
+    const long long recheck = std::min<long long>(std::max(0LL, r.value), claim_refresh.count());
+    return std::min(deadline, now + milliseconds(recheck) + milliseconds(1));
+}
+
+// A waiter that gives up withdraws its queue entry or claim. Best effort: if that fails (server
+// unreachable) the entry expires on its own (waiter_grace after the planned re-check).
+void leave_quietly(const LockSide& side, const std::string& owner, const WaitTicket& ticket) {
+    try {
+        side.leave(owner, ticket);
+    } catch (const std::exception& e) {
+        logger()->debug("lock '{}': leaving the wait queue failed: {}", side.name(), e.what());
+    }
+}
+
+}  // namespace
+
+// What one acquire call carries through its stages.
+struct RedisLockClient::Impl::Acquisition {
+    const std::shared_ptr<const LockSide>& side;
+    const std::string owner;  // this thread's owner id
+    const std::string hid;    // hold_id(side->hold_key(), owner)
+    const SteadyTime started = SteadyClock::now();  // stats.acquire_latency
+};
+
+// The flow: re-entry (L6), else a fresh try, else wait for a turn (L7, L9). A thread whose
+// client already listens on the lock's channel (another of its threads waits there) goes
+// straight to the queuing try: a plain try would only find the lock busy and cost one more
+// script per acquisition (issue 14 item 4).
+bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
+                                    std::optional<SteadyTime> deadline) {
+    Use use(*this);
+    std::string owner = owner_of_this_thread();
+    std::string hid = hold_id(side->hold_key(), owner);
+    Acquisition a{side, std::move(owner), std::move(hid)};
+    std::shared_ptr<Hold> held;
+    {
+        MutexLock lock(mutex);
+        absorb_one_unlock.erase(a.hid);
+        auto it = holds.find(a.hid);
+        if (it != holds.end()) held = it->second;
+    }
+    if (held) return reenter(a, held);
+
+    const bool may_wait = deadline && SteadyClock::now() < *deadline;
+    if (!may_wait || !listening_on(side->wait_channel())) {
+        AttemptResult r;
+        if (try_fresh(a, nullptr, r)) return true;
+        if (!deadline || SteadyClock::now() >= *deadline) return false;
+    }
+    return wait_for_turn(a, *deadline);
+}
+
+// L6: re-entry. It still goes to Redis: that refreshes the lease and notices a lost hold.
+bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<Hold>& held) {
+    const LockSide& side = *a.side;
+    {
+        MutexLock lock(mutex);
+        if (held->lost) {
+            throw LockLostError("lock '" + side.name() + "': re-entering a " + side.kind() +
+                                " hold that was lost; unlock it first");
+        }
+    }
+    const SteadyTime sent = SteadyClock::now();
+    AttemptResult r = attempt_once(*this, side, a.owner, held->lease, true, nullptr);
+    if (r.status == AttemptStatus::Reentered) {
+        MutexLock lock(mutex);
+        ++held->count;
+        held->valid_until = std::max(held->valid_until, sent + held->lease);
+        if (!held->renew) held->next_check = held->valid_until;
+        return true;
+    }
+    if (r.status == AttemptStatus::Lost) {
+        std::optional<LockLoss> loss;
+        {
+            MutexLock lock(mutex);
+            loss = mark_lost_locked(*held, LockLossReason::FoundGone, "gone when the holder re-entered it");
+        }
+        if (loss) report(held, *loss);
+        throw LockLostError("lock '" + side.name() + "': the " + side.kind() +
+                            " hold being re-entered was lost (lease ran out or server restarted)");
+    }
+    throw ProtocolError("lock '" + side.name() + "': unexpected answer to a re-entry");
+}
+
+// A new hold enters the registry. The watchdog is woken only when this hold needs a check
+// earlier than the one it already sleeps towards: an acquisition (and so every hand-over) does
+// not cost the watchdog a wake-up and the process a context switch.
+void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, FenceToken token) {
+    const HoldSettings& settings = a.side->settings();
+    auto h = std::make_shared<Hold>();
+    h->side = a.side;
+    h->owner = a.owner;
+    h->lease = settings.lease;
+    h->renew = settings.renew;
+    h->count = 1;
+    h->token = token;
+    h->valid_until = sent + settings.lease;
+    h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
+    stats.acquired.fetch_add(1);
+    h->acquired_at = SteadyClock::now();
+    stats.acquire_latency.record(h->acquired_at - a.started);
+    bool wake_watchdog = false;
+    {
+        MutexLock lock(mutex);
+        wake_watchdog = h->next_check < watchdog_wakes_at;
+        holds[a.hid] = std::move(h);
+    }
+    if (wake_watchdog) watchdog_cv.notify_all();
+}
+
+// One fresh attempt (plain, or queuing with `ticket`); true when acquired, false when busy.
+bool RedisLockClient::Impl::try_fresh(Acquisition& a, const WaitTicket* ticket, AttemptResult& out) {
+    const LockSide& side = *a.side;
+    for (int tries = 0;; ++tries) {
+        const SteadyTime sent = SteadyClock::now();
+        out = attempt_once(*this, side, a.owner, side.settings().lease, false, ticket);
+        switch (out.status) {
+            case AttemptStatus::Acquired:
+                register_hold(a, sent, out.value);
+                if (!confirm_new_hold(*this, side, a.owner, sent)) continue;  // L8 (replication_wait.h)
+                return true;
+            case AttemptStatus::Busy:
+                return false;
+            case AttemptStatus::UpgradeRefused:
+                throw LockUpgradeError("lock '" + side.name() +
+                                       "': this thread holds the read side; read -> write upgrade is refused "
+                                       "(release the read lock first)");
+            case AttemptStatus::Reentered:
+                // Redis names this thread as holder but this process does not know the hold (an
+                // earlier acquire whose reply was lost): drop it and acquire properly.
+                if (tries > 0) throw ProtocolError("lock '" + side.name() + "': stale hold could not be cleared");
+                side.release(a.owner, true);
+                continue;
+            case AttemptStatus::Lost:
+                break;
+        }
+        throw ProtocolError("lock '" + side.name() + "': unexpected answer to an acquire");
+    }
+}
+
+// L7: subscribe first, then a queuing try, then sleep until a release message or the re-check
+// time, and again. The subscription is confirmed before the try, so a release published after
+// the try reaches this waiter.
+bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
+    const LockSide& side = *a.side;
+    Waiter waiter;
+    waiter.id = id + ":w" + std::to_string(next_waiter.fetch_add(1));
+    std::shared_ptr<Room> room = join_room(side.wait_channel(), side.wake_rule(), waiter);
+    WaitTicket ticket{waiter.id, "", -1};
+    bool ticketed = false;
+    AttemptResult r;
+    try {
+        for (;;) {
+            room->arm(waiter);
+            // After arming: close() sets `closed` before it wakes everyone.
+            if (is_closed()) {
+                throw LockClientClosedError("lock '" + side.name() + "': the lock client was destroyed while this thread waited");
+            }
+            const bool unbounded = deadline == SteadyTime::max();
+            ticket.wait_left_ms = unbounded ? -1 : ms_until(deadline, SteadyClock::now());
+            ticketed = true;
+            if (try_fresh(a, &ticket, r)) {
+                leave_room(room, waiter);
+                return true;
+            }
+            if (!r.queue_score.empty()) ticket.queue_score = r.queue_score;
+            const SteadyTime now = SteadyClock::now();
+            if (now >= deadline) {
+                ticketed = false;
+                leave_quietly(side, a.owner, ticket);
+                leave_room(room, waiter);
+                return false;
+            }
+            const SteadyTime wake_at = recheck_at(r, now, deadline, options.claim_refresh);
+            fault::point("locks.wait.before_sleep");
+            room->sleep(waiter, wake_at);
+            fault::point("locks.wait.after_sleep");
+        }
+    } catch (...) {
+        if (ticketed) leave_quietly(side, a.owner, ticket);
+        leave_room(room, waiter);
+        throw;
+    }
+}
+
+}  // namespace lockstep

@@ -1,0 +1,89 @@
+// The Redis lock client's hold registry: who this thread is (its owner id), the lookup of its
+// holds, the view lost() / hold_count() / fence_token() read, and loss reporting (once per hold,
+// then the client's and the lock's on_lost callbacks).
+//
+// Why not locks_detail::HoldTable (hold_table.h), which the other backends share: the Redis
+// registry differs in ways the acquire, release and watchdog flows rely on, so moving it onto
+// HoldTable would change behaviour, not only structure:
+//  - Re-entry goes to Redis (HoldTable's never reaches the backend): it refreshes the lease and
+//    finds a hold lost server-side (L6); the count is raised only after Redis answered.
+//  - A hold is keyed by (hold key, owner string), where the hold key names the side (mutex, rw
+//    read, rw write) of one lock object's keys, not (name, kind, thread number); two lock
+//    objects of one name and side share the hold, as they share it in Redis.
+//  - Every hold field is guarded by Impl::mutex (HoldTable: `lost` atomic, `count` touched by
+//    the owning thread only), because the watchdog reads and writes holds of every thread:
+//    valid_until, next_check, `active` (a renewal result for an unlocked hold is ignored, L5).
+//  - lost() is also true once the lease has run out by the client's clock without a renewal
+//    (view_hold below); HoldTable's lost is only what was reported.
+//  - Release removes the hold after the script answered (a failed inner release counts down, a
+//    failed last one stops renewing); HoldTable erases it before calling the backend.
+//  - Destruction (close()) releases and reports every live hold in one pipeline and refuses new
+//    calls (Impl::Use); HoldTable has no closing state.
+//  - Counters (LockClientStats) and the hold-time / acquire-latency histograms are kept here.
+// What is shared already: the thread numbers (locks_detail::this_thread_number) and the
+// LockLoss vocabulary (lock_loss.h).
+#include <utility>
+
+#include "hold_table.h"  // locks_detail::this_thread_number
+#include "lock_client_impl.h"
+#include "lockstep/core/logging.h"
+
+namespace lockstep {
+
+std::string hold_id(const std::string& key, const std::string& owner) {
+    return key + '\n' + owner;
+}
+
+HoldView view_hold(const RedisLockClient::Impl& impl, const std::string& key) {
+    auto h = impl.find_hold(key, impl.owner_of_this_thread());
+    HoldView v;
+    if (!h) return v;
+    MutexLock lock(impl.mutex);
+    v.exists = true;
+    v.count = h->count;
+    v.token = h->token;
+    // Renewed holds too: while the watchdog is stalled or its renewal stuck (a paused process, a
+    // slow or unreachable server), the lease runs out on the server all the same and another
+    // client may hold the lock. A late renewal that finds the hold still there moves
+    // valid_until on again (the hold never lapsed: nobody re-creates a registered hold).
+    v.lost = h->lost || SteadyClock::now() >= h->valid_until;
+    return v;
+}
+
+std::string RedisLockClient::Impl::owner_of_this_thread() const {
+    return id + ":" + std::to_string(locks_detail::this_thread_number());
+}
+
+std::shared_ptr<Hold> RedisLockClient::Impl::find_hold(const std::string& key,
+                                                       const std::string& owner) const {
+    MutexLock lock(mutex);
+    auto it = holds.find(hold_id(key, owner));
+    return it == holds.end() ? nullptr : it->second;
+}
+
+std::optional<LockLoss> RedisLockClient::Impl::mark_lost_locked(Hold& hold, LockLossReason reason,
+                                                                std::string message) {
+    if (hold.lost) return std::nullopt;
+    hold.lost = true;
+    stats.losses.fetch_add(1);
+    LockLoss loss{hold.side->name(), hold.side->hold_key(), hold.owner, reason, std::move(message)};
+    logger()->warn("lock '{}' ({} hold of {}) lost: {} ({})", hold.side->name(), hold.side->kind(), hold.owner,
+                   to_string(reason), loss.message);
+    return loss;
+}
+
+void RedisLockClient::Impl::report(const std::shared_ptr<Hold>& hold, const LockLoss& loss) {
+    using Callback = std::function<void(const LockLoss&)>;
+    for (const Callback* cb : {static_cast<const Callback*>(&options.on_lost), &hold->side->settings().on_lost}) {
+        if (!*cb) continue;
+        try {
+            (*cb)(loss);
+        } catch (const std::exception& e) {
+            logger()->error("on_lost callback for lock '{}' threw: {}", loss.name, e.what());
+        } catch (...) {
+            logger()->error("on_lost callback for lock '{}' threw", loss.name);
+        }
+    }
+}
+
+}  // namespace lockstep

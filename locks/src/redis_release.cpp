@@ -1,0 +1,130 @@
+// The release flow of every Redis lock side: L10 (a thread that does not hold the lock cannot
+// release it: NotOwnerError, nothing sent), the count-down of a reentrant hold, a hold found gone
+// at unlock (L3, L4: reported once, thrown only to unlock_checked()), and the absorbed second
+// unlock of a std guard after a LockLostError.
+#include <utility>
+
+#include "lock_client_impl.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
+#include "lockstep/core/logging.h"
+#include "lockstep/locks/lock_errors.h"
+
+namespace lockstep {
+
+// What one release call carries through its stages.
+struct RedisLockClient::Impl::Release {
+    const LockSide& side;
+    const bool checked;  // unlock_checked(): a lost hold or a failed release is thrown
+    const std::string owner;
+    const std::string hid;  // hold_id(side.hold_key(), owner)
+    std::shared_ptr<Hold> held;
+    bool last = false;  // the release ends the hold (count 1), not an inner re-entry
+};
+
+// The flow: find this thread's hold (L10), then either the hold is gone with the closed client,
+// or the release script runs and its answer is applied.
+void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
+    const std::string owner = owner_of_this_thread();
+    Release rel{side, checked, owner, hold_id(side.hold_key(), owner)};
+    bool client_closed = false;
+    if (!find_release_target(rel, client_closed)) return;
+    if (client_closed) {
+        // close() released this hold and reported it; nothing reaches Redis any more.
+        forget(rel);
+        stats.unlocks_of_lost_holds.fetch_add(1);
+        if (checked) throw lost_error(rel);
+        return;
+    }
+    struct EndUse {
+        Impl& impl;
+        ~EndUse() {
+            MutexLock lock(impl.mutex);
+            if (--impl.calls_in_use == 0) impl.calls_done_cv.notify_all();
+        }
+    } end_use{*this};  // the Use that find_release_target() took
+
+    fault::point(side.fault_points().before_release);
+    int answer = 0;
+    try {
+        answer = side.release(owner, rel.last);
+    } catch (const std::exception& e) {
+        // The release may or may not have run. Stop renewing a last hold (its lease ends it at
+        // the latest); count an inner one down.
+        count_down(rel);
+        if (checked) throw;
+        // The guard path: reported, never thrown (a std guard's destructor would terminate).
+        stats.unlock_errors.fetch_add(1);
+        logger()->warn("lock '{}': releasing the {} hold of {} failed ({}); its lease ends it", side.name(),
+                       side.kind(), owner, e.what());
+        return;
+    }
+    fault::point(side.fault_points().after_release);
+    if (answer == 0) return found_gone_at_unlock(rel);
+    count_down(rel);
+}
+
+// L10: never a silent success, and nothing is sent: a thread that does not hold the lock cannot
+// release it (NotOwnerError). False: the std guard's unlock after a LockLostError, absorbed.
+// Unless the client is closed, takes a Use under the same lock as the check (the caller ends it).
+bool RedisLockClient::Impl::find_release_target(Release& rel, bool& client_closed) {
+    MutexLock lock(mutex);
+    auto it = holds.find(rel.hid);
+    if (it == holds.end()) {
+        if (absorb_one_unlock.erase(rel.hid) > 0) return false;
+        throw NotOwnerError("lock '" + rel.side.name() + "': unlock of a " + rel.side.kind() +
+                            " lock this thread does not hold");
+    }
+    rel.held = it->second;
+    rel.last = rel.held->count == 1;
+    client_closed = closed;
+    if (!closed) ++calls_in_use;
+    return true;
+}
+
+// L3, L4, L10: the hold is not ours any more (lease ran out, maybe someone else holds it now, or
+// the server restarted). Nothing was deleted. Reported (once) either way; thrown only to a
+// checked unlock.
+void RedisLockClient::Impl::found_gone_at_unlock(Release& rel) {
+    std::optional<LockLoss> loss;
+    {
+        MutexLock lock(mutex);
+        loss = mark_lost_locked(*rel.held, LockLossReason::FoundGone, "gone at unlock");
+    }
+    stats.unlocks_of_lost_holds.fetch_add(1);
+    forget(rel);
+    if (loss) report(rel.held, *loss);
+    if (rel.checked) throw lost_error(rel);
+}
+
+// A last release forgets the hold; an inner one counts it down.
+void RedisLockClient::Impl::count_down(Release& rel) {
+    if (rel.last) {
+        forget(rel);
+    } else {
+        MutexLock lock(mutex);
+        --rel.held->count;
+    }
+}
+
+// The hold leaves the registry; a renewal under way for it is ignored when it answers (L5).
+void RedisLockClient::Impl::forget(Release& rel) {
+    stats.hold_time.record(SteadyClock::now() - rel.held->acquired_at);
+    MutexLock lock(mutex);
+    rel.held->active = false;
+    auto it = holds.find(rel.hid);
+    if (it != holds.end() && it->second == rel.held) holds.erase(it);
+}
+
+// The error of a checked unlock of a lost hold; the std guard's unlock that follows is absorbed.
+LockLostError RedisLockClient::Impl::lost_error(Release& rel) {
+    {
+        MutexLock lock(mutex);
+        absorb_one_unlock.insert(rel.hid);
+    }
+    return LockLostError("lock '" + rel.side.name() + "': unlock of a " + rel.side.kind() +
+                         " hold that was lost (lease ran out, server restarted or client destroyed); "
+                         "the critical section was not protected to its end");
+}
+
+}  // namespace lockstep

@@ -1,0 +1,136 @@
+// The watchdog (L5): one thread per lock client that renews every renewing hold a third into its
+// lease, in one pipelined round trip for all holds due soon, and reports a hold lost when its
+// renewal finds it gone, when no renewal succeeded for a whole lease, or when a fixed lease ran
+// out before unlock. It sleeps until the earliest check; a new hold wakes it only when it needs
+// an earlier one (register_hold, redis_acquire.cpp).
+#include <algorithm>
+#include <utility>
+
+#include "lock_client_impl.h"
+#include "lockstep/core/fault_point.h"
+#include "lockstep/core/logging.h"
+
+namespace lockstep {
+
+using std::chrono::milliseconds;
+
+std::vector<RedisReply> run_pipelined(RedisClient& redis, const std::vector<ScriptCall>& calls) {
+    std::vector<std::vector<std::string>> commands;
+    commands.reserve(calls.size());
+    for (const ScriptCall& c : calls) {
+        std::vector<std::string> cmd{"EVALSHA", c.script->sha1(), std::to_string(c.keys.size())};
+        cmd.insert(cmd.end(), c.keys.begin(), c.keys.end());
+        cmd.insert(cmd.end(), c.args.begin(), c.args.end());
+        commands.push_back(std::move(cmd));
+    }
+    std::vector<RedisReply> replies = redis.pipeline(commands);
+    for (std::size_t i = 0; i < replies.size() && i < calls.size(); ++i) {
+        if (replies[i].is_error() && replies[i].error_message().rfind("NOSCRIPT", 0) == 0) {
+            const ScriptCall& c = calls[i];
+            replies[i] = redis.eval(*c.script, c.keys, c.args);
+        }
+    }
+    return replies;
+}
+
+void RedisLockClient::Impl::watchdog_loop() {
+    MutexLock lock(mutex);
+    while (!stopping) {
+        SteadyTime earliest = SteadyTime::max();
+        for (const auto& [k, h] : holds) {
+            if (h->active && !h->lost) earliest = std::min(earliest, h->next_check);
+        }
+        if (earliest == SteadyTime::max()) {
+            watchdog_wakes_at = SteadyTime::max();
+            watchdog_cv.wait(mutex);
+            continue;
+        }
+        SteadyTime now = SteadyClock::now();
+        if (now < earliest) {
+            watchdog_wakes_at = earliest;
+            watchdog_cv.wait_until(mutex, earliest);
+            continue;
+        }
+        // Awake and working: a hold registered now is seen at the next pass through the loop.
+        watchdog_wakes_at = SteadyTime::min();
+        std::vector<std::shared_ptr<Hold>> due;
+        std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> ended;
+        for (const auto& [k, h] : holds) {
+            if (!h->active || h->lost) continue;
+            if (!h->renew) {
+                if (h->next_check <= now) {
+                    if (auto loss = mark_lost_locked(*h, LockLossReason::LeaseEnded,
+                                                     "fixed lease ran out before unlock")) {
+                        ended.emplace_back(h, *loss);
+                    }
+                }
+            } else if (h->next_check <= now + h->lease / 12) {
+                // Holds due soon ride along in this batch: one round trip for all of them.
+                due.push_back(h);
+            }
+        }
+        lock.unlock();
+        for (const auto& [h, loss] : ended) report(h, loss);
+        if (!due.empty()) renew_batch(std::move(due));
+        lock.lock();
+    }
+}
+
+void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) {
+    // The race tested by RedisMutexTest.L5_RenewalRacingUnlockNeitherRecreatesNorExtends: an unlock
+    // may happen between here and the round trip. The renew script only extends a hold that is
+    // still this owner's, and results for holds unlocked meanwhile are ignored.
+    fault::point("locks.watchdog.before_renew");
+    const SteadyTime sent = SteadyClock::now();
+    std::vector<ScriptCall> calls;  // built here, not per acquisition: most holds never renew
+    calls.reserve(due.size());
+    for (const auto& h : due) calls.push_back(h->side->renew_call(h->owner, h->lease));
+    std::vector<RedisReply> replies;
+    std::string failure;
+    try {
+        replies = run_pipelined(redis, calls);
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    stats.renew_batches.fetch_add(1);
+
+    std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
+    {
+        MutexLock lock(mutex);
+        const SteadyTime now = SteadyClock::now();
+        for (std::size_t i = 0; i < due.size(); ++i) {
+            Hold& h = *due[i];
+            if (!h.active || h.lost) continue;  // unlocked meanwhile: no report, nothing re-created
+            const bool answered =
+                failure.empty() && i < replies.size() && replies[i].type() == RedisReply::Type::Integer;
+            if (answered && replies[i].integer() == 1) {
+                h.valid_until = sent + h.lease;
+                h.next_check = sent + h.lease / 3;
+                stats.renewals.fetch_add(1);
+            } else if (answered) {
+                if (auto loss = mark_lost_locked(h, LockLossReason::Expired, "renewal found the hold gone")) {
+                    losses.emplace_back(due[i], *loss);
+                }
+            } else {
+                std::string why = failure.empty() && i < replies.size() && replies[i].is_error()
+                                      ? replies[i].error_message()
+                                      : failure;
+                if (now >= h.valid_until) {
+                    if (auto loss = mark_lost_locked(h, LockLossReason::Unreachable,
+                                                     "no renewal succeeded for a whole lease: " + why)) {
+                        losses.emplace_back(due[i], *loss);
+                    }
+                } else {
+                    logger()->warn("lock '{}': renewal failed, retrying: {}", h.side->name(), why);
+                    auto retry =
+                        std::clamp<SteadyClock::duration>(h.lease / 10, milliseconds(10), milliseconds(1000));
+                    h.next_check = std::min(h.valid_until, now + retry);
+                }
+            }
+        }
+    }
+    for (const auto& [h, loss] : losses) report(h, loss);
+    fault::point("locks.watchdog.after_renew");
+}
+
+}  // namespace lockstep
