@@ -30,7 +30,7 @@ constexpr const char* kMinimalRelease = R"lua(
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return -1 end
 if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then return 1 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], '0')
+redis.call('spublish', KEYS[2], '0')
 return 2
 )lua";
 

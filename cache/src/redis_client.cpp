@@ -26,6 +26,12 @@ struct RedisClient::Impl {
     std::unique_ptr<detail::RedisSentinelRouter> sentinel;  // set for redis+sentinel:// only
     Mutex subscriber_mutex;
     std::unique_ptr<RedisSubscriber> subscriber GUARDED_BY(subscriber_mutex);  // created on first use
+    std::uint64_t subscriber_switch_listener GUARDED_BY(subscriber_mutex) = 0;  // Sentinel: relocate()
+
+    ~Impl() {
+        MutexLock lock(subscriber_mutex);
+        if (sentinel && subscriber_switch_listener != 0) sentinel->remove_switch_listener(subscriber_switch_listener);
+    }
 };
 
 namespace {
@@ -229,7 +235,8 @@ long long RedisClient::del(const std::vector<std::string>& keys) {
 }
 
 long long RedisClient::publish(std::string_view channel, std::string_view message) {
-    return command({"PUBLISH", channel, message}).integer();
+    // Sharded, as subscriber() listens: on a cluster it runs on the channel's shard only.
+    return command({"SPUBLISH", channel, message}).integer();
 }
 
 PooledRedisConnection RedisClient::connection() {
@@ -275,10 +282,47 @@ void RedisClient::remove_master_change_listener(std::uint64_t id) {
 RedisSubscriber& RedisClient::subscriber() {
     Impl& m = *impl_;
     MutexLock lock(m.subscriber_mutex);
-    // Sentinel: the subscriber connects to the master found at first use (it keeps that address;
-    // PUBLISH is replicated, so it still hears the new master once the old one is a replica).
-    if (!m.subscriber) {
-        m.subscriber = std::make_unique<RedisSubscriber>(m.sentinel ? m.sentinel->master_options() : m.options);
+    if (m.subscriber) return *m.subscriber;
+    // Sharded channels everywhere (the lock scripts SPUBLISH): on a cluster a release message
+    // stays on the shard owning the lock's slot instead of crossing the whole cluster bus.
+    using Channels = RedisSubscriber::Channels;
+    if (m.cluster) {
+        // Each channel on the master of its slot (the channels carry the lock's hash tag: the
+        // same slot as the keys whose script publishes). After a broken connection the map is
+        // asked again, so a promoted replica is found.
+        detail::RedisClusterRouter* router = m.cluster.get();
+        const RedisOptions base = m.options;
+        m.subscriber = std::make_unique<RedisSubscriber>(
+            m.options, Channels::Sharded, [router, base](std::string_view channel, bool refresh) {
+                if (refresh) router->refresh();
+                const int slot = redis_cluster_slot(channel);
+                std::string address = router->master_of(slot);
+                if (address.empty()) {
+                    router->refresh();
+                    address = router->master_of(slot);
+                }
+                if (address.empty()) throw ConnectionError("redis cluster: no master serves slot " + std::to_string(slot));
+                RedisOptions o = base;
+                o.topology = RedisTopology::Standalone;
+                o.nodes.clear();
+                const auto colon = address.rfind(':');
+                o.host = address.substr(0, colon);
+                o.port = std::stoi(address.substr(colon + 1));
+                return o;
+            });
+    } else if (m.sentinel) {
+        // SPUBLISH is not replicated outside cluster mode: the subscriber follows the master
+        // (re-asked after a broken connection, moved at once on +switch-master).
+        detail::RedisSentinelRouter* router = m.sentinel.get();
+        m.subscriber = std::make_unique<RedisSubscriber>(
+            router->master_options(), Channels::Sharded, [router](std::string_view, bool refresh) {
+                if (refresh) router->rediscover();
+                return router->master_options();
+            });
+        RedisSubscriber* sub = m.subscriber.get();
+        m.subscriber_switch_listener = router->add_switch_listener([sub] { sub->relocate(); });
+    } else {
+        m.subscriber = std::make_unique<RedisSubscriber>(m.options, Channels::Sharded);
     }
     return *m.subscriber;
 }

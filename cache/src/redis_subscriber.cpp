@@ -11,6 +11,13 @@
 // re-added quickly: the wire then carries SUBSCRIBE, UNSUBSCRIBE, SUBSCRIBE, and the first
 // answer must not confirm the second subscription, or a message published between the server
 // handling UNSUBSCRIBE and the second SUBSCRIBE would be lost after subscribe() returned.
+//
+// Sharded channels use the same machinery with SSUBSCRIBE / SUNSUBSCRIBE / smessage. One Impl is
+// one node connection; RedisSubscriber (the Hub) routes each channel to the node its locator
+// names and makes an Impl per node in use. A `sunsubscribe` the client did not ask for (no
+// SUNSUBSCRIBE of ours is pending for that channel) means the server moved the channel's slot
+// away: the connection is dropped and remade where the locator now says, which resubscribes
+// everything and runs the reconnect listeners (messages may have been lost meanwhile).
 #include "lockstep/cache/redis_subscriber.h"
 
 #include <poll.h>
@@ -46,7 +53,7 @@ constexpr std::chrono::milliseconds kMaxBackoff{1000};
 }  // namespace
 
 struct RedisSubscriber::Impl {
-    explicit Impl(RedisOptions o);
+    Impl(RedisOptions o, Channels k, Locator l);
     ~Impl() { stop(); }
 
     // Any thread.
@@ -66,13 +73,21 @@ struct RedisSubscriber::Impl {
     void notify_reconnected_if_ready();
     void wait_for_wake(std::chrono::milliseconds timeout) const;
     void drain_wake() const;
+    void relocate_now();
+    std::string current_address() const EXCLUDES(mutex) {
+        MutexLock lock(mutex);
+        return address;
+    }
 
     void reset_connection_state_locked(bool connection_up) REQUIRES(mutex);
     void update_connected_locked() REQUIRES(mutex) { connected.store(up && confirmed_channels == channels.size()); }
 
     const RedisOptions options;
+    const Channels kind;
+    const Locator locate;  // empty: always `options`' server
     const std::string where;
     detail::UniqueFd wake_fd;
+    RedisOptions current;  // the node connected to; the subscriber thread's after start
 
     struct Channel {
         std::vector<std::uint64_t> ids;  // subscriptions (callbacks) on this channel
@@ -93,6 +108,9 @@ struct RedisSubscriber::Impl {
     std::vector<std::string> to_subscribe GUARDED_BY(mutex);    // channels created since the last send
     std::vector<std::string> to_unsubscribe GUARDED_BY(mutex);  // channels whose last callback went
     std::map<std::string, int, std::less<>> unconfirmed GUARDED_BY(mutex);
+    std::map<std::string, int, std::less<>> unsubscribing GUARDED_BY(mutex);  // our SUNSUBSCRIBEs unanswered
+    std::string address GUARDED_BY(mutex);  // "host:port" of `current`, for the Hub's routing
+    bool relocate_requested GUARDED_BY(mutex) = false;
     std::uint64_t next_id GUARDED_BY(mutex) = 1;
     bool up GUARDED_BY(mutex) = false;
     bool stopping GUARDED_BY(mutex) = false;
@@ -112,8 +130,13 @@ struct RedisSubscriber::Impl {
     std::thread::id thread_id;
 };
 
-RedisSubscriber::Impl::Impl(RedisOptions o)
-    : options(std::move(o)), where("redis subscriber " + detail::endpoint(options.host, options.port)) {
+RedisSubscriber::Impl::Impl(RedisOptions o, Channels k, Locator l)
+    : options(std::move(o)),
+      kind(k),
+      locate(std::move(l)),
+      where("redis subscriber " + detail::endpoint(options.host, options.port)),
+      current(options),
+      address(detail::endpoint(options.host, options.port)) {
     detail::check_redis_options(options);
     wake_fd = detail::UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (wake_fd.get() < 0) {
@@ -136,6 +159,30 @@ void RedisSubscriber::Impl::drain_wake() const {
 void RedisSubscriber::Impl::wait_for_wake(std::chrono::milliseconds timeout) const {
     pollfd fd{wake_fd.get(), POLLIN, 0};
     if (::poll(&fd, 1, static_cast<int>(timeout.count())) > 0) drain_wake();
+}
+
+// After a broken connection: ask the locator where this node's channels are served now (the slot
+// map or the Sentinel master refreshed). A failed master's slots move together to its promoted
+// replica, so one channel names the place for all of them; a channel split off by a migration is
+// refused there (MOVED) and moves this connection again (documented limitation: the waiters of
+// the channel left behind fall back to their re-check until it is resubscribed).
+void RedisSubscriber::Impl::relocate_now() {
+    if (!locate) return;
+    std::string channel;
+    {
+        MutexLock lock(mutex);
+        relocate_requested = false;
+        if (channels.empty()) return;
+        channel = channels.begin()->first;
+    }
+    try {
+        RedisOptions next = locate(channel, true);
+        MutexLock lock(mutex);
+        address = detail::endpoint(next.host, next.port);
+        current = std::move(next);
+    } catch (const std::exception& e) {
+        logger()->debug("{}: cannot locate '{}' ({}); retrying where it was", where, detail::printable(channel), e.what());
+    }
 }
 
 void RedisSubscriber::Impl::stop() {
@@ -163,6 +210,7 @@ void RedisSubscriber::Impl::reset_connection_state_locked(bool connection_up) {
     to_subscribe.clear();
     to_unsubscribe.clear();
     unconfirmed.clear();
+    unsubscribing.clear();
     confirmed_channels = 0;
     for (auto& [name, channel] : channels) {
         channel.sent = false;
@@ -176,14 +224,17 @@ void RedisSubscriber::Impl::run() {
     auto backoff = kFirstBackoff;
     bool ever_connected = false;
     bool outage_reported = false;
+    bool failed = false;  // the last connection broke (or could not be made): locate again
     for (;;) {
         {
             MutexLock lock(mutex);
             if (stopping) return;
         }
+        if (failed) relocate_now();
+        failed = true;
         std::unique_ptr<RedisConnection> conn;
         try {
-            conn = std::make_unique<RedisConnection>(options);
+            conn = std::make_unique<RedisConnection>(current);
         } catch (const std::exception& e) {
             {
                 MutexLock lock(mutex);
@@ -214,12 +265,14 @@ void RedisSubscriber::Impl::run() {
             logger()->info("{}: reconnected; resubscribing {} channel(s)", where, channel_count);
         }
         ever_connected = true;
+        bool served = false;  // something was confirmed on this connection before it broke
         try {
             serve(*conn);
         } catch (const std::exception& e) {
             {
                 MutexLock lock(mutex);
                 last_error = e.what();
+                served = confirmed_channels > 0;
             }
             logger()->warn("{}: connection lost ({}); reconnecting", where, e.what());
             outage_reported = true;
@@ -229,6 +282,12 @@ void RedisSubscriber::Impl::run() {
             reset_connection_state_locked(false);
         }
         changed.notify_all();
+        // A connection refused at once (a MOVED channel, the locator still naming the old node)
+        // must not turn into a busy loop: back off as after a failed connect.
+        if (!served) {
+            wait_for_wake(backoff);
+            backoff = std::min(backoff * 2, kMaxBackoff);
+        }
     }
 }
 
@@ -247,6 +306,10 @@ void RedisSubscriber::Impl::serve(RedisConnection& conn) {
             throw ConnectionError(where + ": poll failed: " + std::generic_category().message(errno));
         }
         if ((fds[1].revents & POLLIN) != 0) drain_wake();
+        {
+            MutexLock lock(mutex);
+            if (relocate_requested) throw ConnectionError(where + ": relocating (the master changed)");
+        }
         if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
             if (redisBufferRead(c) != REDIS_OK) detail::throw_failure(c, where + ": reading");
             for (;;) {
@@ -262,11 +325,15 @@ void RedisSubscriber::Impl::serve(RedisConnection& conn) {
 }
 
 void RedisSubscriber::Impl::send_requests(redisContext* c) {
-    std::vector<std::string> subscribe{"SUBSCRIBE"};
-    std::vector<std::string> unsubscribe{"UNSUBSCRIBE"};
+    const bool sharded = kind == Channels::Sharded;
+    std::vector<std::string> subscribe{sharded ? "SSUBSCRIBE" : "SUBSCRIBE"};
+    std::vector<std::string> unsubscribe{sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"};
     {
         MutexLock lock(mutex);
-        for (auto& name : to_unsubscribe) unsubscribe.push_back(std::move(name));
+        for (auto& name : to_unsubscribe) {
+            ++unsubscribing[name];
+            unsubscribe.push_back(std::move(name));
+        }
         to_unsubscribe.clear();
         for (auto& name : to_subscribe) {
             auto it = channels.find(name);
@@ -279,20 +346,35 @@ void RedisSubscriber::Impl::send_requests(redisContext* c) {
     }
     // UNSUBSCRIBE first: a channel dropped and re-added since the last send must end up
     // subscribed. (A bare UNSUBSCRIBE would drop every channel, hence the size checks.)
+    // On a cluster, SSUBSCRIBE of several channels needs them in one slot (CROSSSLOT otherwise):
+    // the Hub routes per node, not per slot, so sharded channels go one command each (the
+    // replies are the same: one per channel, in order).
     bool queued = false;
-    for (const auto* args : {&unsubscribe, &subscribe}) {
-        if (args->size() < 2) continue;
-        detail::Argv argv(*args);
+    auto queue = [&](const std::vector<std::string>& args) {
+        detail::Argv argv(args);
         if (redisAppendCommandArgv(c, argv.size(), argv.ptrs(), argv.lens()) != REDIS_OK) {
             detail::throw_failure(c, where + ": queueing " + argv.name());
         }
         queued = true;
+    };
+    for (const auto* args : {&unsubscribe, &subscribe}) {
+        if (args->size() < 2) continue;
+        if (!sharded) {
+            queue(*args);
+            continue;
+        }
+        for (std::size_t i = 1; i < args->size(); ++i) queue({args->front(), (*args)[i]});
     }
     if (queued && !detail::flush_output(c)) detail::throw_failure(c, where + ": sending (UN)SUBSCRIBE");
 }
 
 void RedisSubscriber::Impl::handle(const RedisReply& reply) {
     if (reply.is_error()) {
+        // A cluster node refusing a channel whose slot it does not serve: the locator's map was
+        // out of date. Move this connection where the refreshed map says.
+        if (locate && reply.error_message().rfind("MOVED", 0) == 0) {
+            throw ConnectionError(where + ": channel refused (" + reply.error_message() + "); relocating");
+        }
         // E.g. an ACL refusing the channel. The waiting subscribe() times out and reports it.
         logger()->error("{}: error reply: {}", where, reply.error_message());
         MutexLock lock(mutex);
@@ -304,11 +386,22 @@ void RedisSubscriber::Impl::handle(const RedisReply& reply) {
                             " reply in pub/sub mode");
     }
     const auto& e = reply.elements();
-    const std::string& kind = e[0].str();
-    if (kind == "message") {
+    const std::string& type = e[0].str();
+    if (type == "message" || type == "smessage") {
         deliver(e[1].str(), e[2].str());
-    } else if (kind == "subscribe") {
+    } else if (type == "subscribe" || type == "ssubscribe") {
         confirm(e[1].str());
+    } else if (type == "sunsubscribe") {
+        // The answer to our SUNSUBSCRIBE, or the server dropping a channel whose slot moved away.
+        const std::string& name = e[1].str();
+        MutexLock lock(mutex);
+        auto u = unsubscribing.find(name);
+        if (u != unsubscribing.end()) {
+            if (--u->second == 0) unsubscribing.erase(u);
+        } else if (channels.find(name) != channels.end()) {
+            throw ConnectionError(where + ": the server dropped channel '" + detail::printable(name) +
+                                  "' (its slot moved); relocating");
+        }
     }
     // "unsubscribe" needs nothing: the channel's state went when its last callback did.
 }
@@ -462,25 +555,86 @@ void RedisSubscriber::Subscription::reset() {
     id_ = 0;
 }
 
-// ---- RedisSubscriber ----
+// ---- RedisSubscriber (the Hub: which node connection serves which channel) ----
 
-RedisSubscriber::RedisSubscriber(RedisOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {
-    // The thread keeps the Impl alive while it runs (see Impl::stop for why).
-    impl_->thread = std::thread([self = impl_] { self->run(); });
-    impl_->thread_id = impl_->thread.get_id();
+struct RedisSubscriber::Hub {
+    Hub(RedisOptions o, Channels k, Locator l) : options(std::move(o)), kind(k), locate(std::move(l)) {}
+    ~Hub() {
+        std::vector<std::shared_ptr<Impl>> all;
+        {
+            MutexLock lock(mutex);
+            all = nodes;
+        }
+        for (auto& node : all) node->stop();
+    }
+
+    std::shared_ptr<Impl> start_node(RedisOptions o) REQUIRES(mutex) {
+        auto node = std::make_shared<Impl>(std::move(o), kind, locate);
+        {
+            MutexLock nl(node->mutex);
+            for (const auto& [id, listener] : listeners) node->listeners.emplace(id, listener);
+        }
+        // The thread keeps the Impl alive while it runs (see Impl::stop for why).
+        node->thread = std::thread([self = node] { self->run(); });
+        node->thread_id = node->thread.get_id();
+        nodes.push_back(node);
+        return node;
+    }
+
+    // The node connection for `channel`: the one the locator names (made on first use).
+    std::shared_ptr<Impl> node_for(const std::string& channel) EXCLUDES(mutex) {
+        if (!locate) {
+            MutexLock lock(mutex);
+            return nodes.front();
+        }
+        RedisOptions o = locate(channel, false);  // outside the lock: it may ask the cluster
+        const std::string address = detail::endpoint(o.host, o.port);
+        MutexLock lock(mutex);
+        for (auto& node : nodes) {
+            if (node->current_address() == address) return node;
+        }
+        return start_node(std::move(o));
+    }
+
+    bool on_a_subscriber_thread() const EXCLUDES(mutex) {
+        MutexLock lock(mutex);
+        return std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n->on_subscriber_thread(); });
+    }
+
+    std::vector<std::shared_ptr<Impl>> all() const EXCLUDES(mutex) {
+        MutexLock lock(mutex);
+        return nodes;
+    }
+
+    const RedisOptions options;
+    const Channels kind;
+    const Locator locate;
+    mutable Mutex mutex;
+    std::vector<std::shared_ptr<Impl>> nodes GUARDED_BY(mutex);  // never erased (one per node in use)
+    std::map<std::uint64_t, std::shared_ptr<const std::function<void()>>> listeners GUARDED_BY(mutex);
+    std::uint64_t next_listener GUARDED_BY(mutex) = 1;
+};
+
+RedisSubscriber::RedisSubscriber(RedisOptions options, Channels channels, Locator locate)
+    : hub_(std::make_shared<Hub>(options, channels, std::move(locate))) {
+    if (!hub_->locate) {
+        detail::check_redis_options(options);
+        MutexLock lock(hub_->mutex);
+        hub_->start_node(std::move(options));
+    }
 }
 
 RedisSubscriber::~RedisSubscriber() {
-    impl_->stop();
+    for (auto& node : hub_->all()) node->stop();
 }
 
 RedisSubscriber::Subscription RedisSubscriber::subscribe(std::string channel, Callback callback) {
-    Impl& m = *impl_;
     if (!callback) throw ConfigError("callback", "must not be empty");
-    if (m.on_subscriber_thread()) {
-        throw Error(m.where +
-                    ": subscribe() called from a subscriber callback would wait for its own thread");
+    if (hub_->on_a_subscriber_thread()) {
+        throw Error("redis subscriber: subscribe() called from a subscriber callback would wait for its own thread");
     }
+    std::shared_ptr<Impl> node = hub_->node_for(channel);
+    Impl& m = *node;
     const std::string shown = detail::printable(channel);
     std::uint64_t id;
     std::string failure;
@@ -507,7 +661,7 @@ RedisSubscriber::Subscription RedisSubscriber::subscribe(std::string channel, Ca
             done = m.stopping || it->second.confirmed;
             if (timed_out) break;
         }
-        if (done && !m.stopping) return Subscription(impl_, this, id);
+        if (done && !m.stopping) return Subscription(node, this, id);
         down = !m.up || m.stopping;
         if (m.stopping) {
             failure = " (shutting down)";
@@ -524,25 +678,49 @@ RedisSubscriber::Subscription RedisSubscriber::subscribe(std::string channel, Ca
                        failure);
 }
 
-void RedisSubscriber::unsubscribe(std::uint64_t id) {
-    impl_->remove(id);
-}
-
 std::uint64_t RedisSubscriber::add_reconnect_listener(std::function<void()> listener) {
     if (!listener) throw ConfigError("listener", "must not be empty");
-    Impl& m = *impl_;
-    MutexLock lock(m.mutex);
-    const std::uint64_t id = m.next_id++;
-    m.listeners.emplace(id, std::make_shared<const std::function<void()>>(std::move(listener)));
+    auto shared = std::make_shared<const std::function<void()>>(std::move(listener));
+    MutexLock lock(hub_->mutex);
+    const std::uint64_t id = hub_->next_listener++;
+    hub_->listeners.emplace(id, shared);
+    for (auto& node : hub_->nodes) {
+        MutexLock nl(node->mutex);
+        node->listeners.emplace(id, shared);
+    }
     return id;
 }
 
 void RedisSubscriber::remove_reconnect_listener(std::uint64_t id) {
-    impl_->remove_listener(id);
+    std::shared_ptr<const std::function<void()>> removed;  // destroyed after the locks
+    {
+        MutexLock lock(hub_->mutex);
+        auto it = hub_->listeners.find(id);
+        if (it == hub_->listeners.end()) return;
+        removed = std::move(it->second);
+        hub_->listeners.erase(it);
+    }
+    // Per node, so that once this returns no node is running the listener.
+    for (auto& node : hub_->all()) node->remove_listener(id);
 }
 
 bool RedisSubscriber::connected() const {
-    return impl_->connected.load();
+    const auto nodes = hub_->all();
+    return std::all_of(nodes.begin(), nodes.end(), [](const auto& n) { return n->connected.load(); });
+}
+
+void RedisSubscriber::relocate() {
+    for (auto& node : hub_->all()) {
+        {
+            MutexLock lock(node->mutex);
+            node->relocate_requested = true;
+        }
+        node->wake();
+    }
+}
+
+std::size_t RedisSubscriber::node_count() const {
+    return hub_->all().size();
 }
 
 }  // namespace lockstep

@@ -89,7 +89,7 @@ local function wake_next(lock_key, q, qx, window, after_us)
     redis.call('zrem', q, head)
     redis.call('zrem', qx, head)
     local client = string.match(head, '^([^:]+):')
-    if client and redis.call('publish', lock_key .. ':ch:' .. client, head) > 0 then
+    if client and redis.call('spublish', lock_key .. ':ch:' .. client, head) > 0 then
       -- A score from outside that is not a number reserves nothing (B1: the waiter still wakes).
       local arrived = tonumber(first[2])
       if window and window > 0 and arrived and now_us - arrived >= after_us then
@@ -413,7 +413,7 @@ clean_readers(KEYS[1], KEYS[2])
 if redis.call('hlen', KEYS[1]) == 0 then
   -- L7: the last reader out wakes the waiting writers (message, not polling).
   redis.call('del', KEYS[1], KEYS[2])
-  redis.call('publish', ARGV[3], 'r')
+  redis.call('spublish', ARGV[3], 'r')
 else
   keep_readers(KEYS[1], KEYS[2])
 end
@@ -503,7 +503,7 @@ if ARGV[2] ~= '1' then
 end
 redis.call('del', KEYS[1])
 -- L7: wake this lock's waiters: every waiting reader may go now, or one writer.
-redis.call('publish', ARGV[3], 'w')
+redis.call('spublish', ARGV[3], 'w')
 return 2
 )lua");
     return script;
@@ -516,7 +516,7 @@ const RedisScript& rw_leave() {
     static const RedisScript script(R"lua(
 redis.call('zrem', KEYS[2], ARGV[2] .. ARGV[1])
 if redis.call('zrem', KEYS[1], ARGV[1]) == 1 then
-  redis.call('publish', ARGV[3], 'l')
+  redis.call('spublish', ARGV[3], 'l')
   return 1
 end
 return 0

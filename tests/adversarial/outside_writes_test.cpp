@@ -109,12 +109,12 @@ TEST(AdversarialOutsideWrites, ForeignWritesAreSurvivedAndLossesReported) {
             case 0: raw.command({"DEL", k.mutex()}); break;
             case 1: raw.command({"HSET", k.mutex(), "intruder", "1"}); break;  // B6 on a free lock
             case 2: raw.command({"PERSIST", k.mutex()}); break;
-            case 3: raw.command({"PUBLISH", k.mutex_channel(p1.locks->id()), "garbage"}); break;  // B5
+            case 3: raw.command({"SPUBLISH", k.mutex_channel(p1.locks->id()), "garbage"}); break;  // B5
             case 4: raw.command({"DEL", k.mutex_queue_expiry()}); break;
             case 5: raw.command({"DEL", k.rw_writer()}); break;
             case 6: raw.command({"HSET", k.rw_writer(), "intruder", "1"}); break;
             case 7: raw.command({"DEL", k.rw_claim_expiry()}); break;  // B1
-            case 8: raw.command({"PUBLISH", k.rw_channel(), "nonsense"}); break;
+            case 8: raw.command({"SPUBLISH", k.rw_channel(), "nonsense"}); break;
             case 9: raw.command({"DEL", k.rw_reader_expiry(), k.fence()}); break;
         }
         ++attacks;

@@ -18,7 +18,7 @@ class RedisSubscriberTest : public RedisTest {
 protected:
     std::string channel(const std::string& name) const { return prefix_ + "ch:" + name; }
     long long server_subscribers(const std::string& ch) {
-        return client_->command({"PUBSUB", "NUMSUB", ch}).elements().at(1).integer();
+        return client_->command({"PUBSUB", "SHARDNUMSUB", ch}).elements().at(1).integer();
     }
 };
 

@@ -3,9 +3,8 @@
 // release waking a waiter of another client whatever node its slot lives on, and fencing tokens
 // that keep increasing across a failover of the lock's master.
 //
-// Wake-ups use classic PUBLISH from the lock scripts, which Redis Cluster forwards over the
-// cluster bus to every node; each client subscribes on one node (docs/cache.md says why this
-// and not sharded pub/sub yet).
+// Wake-ups are sharded (SPUBLISH from the lock scripts, SSUBSCRIBE on the master owning the
+// lock's slot; docs/cache.md "Pub/sub in a cluster", measured in tests/topologies).
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -71,8 +71,8 @@ TEST_F(OutsideWritesTest, B5_MalformedMessagesOnWaitChannelsWakeNobody) {
     const std::string mutex_channel = held.keys().mutex_channel(a_->locks->id());
     int delivered = 0;
     for (const char* junk : {"nocolon", "", "x:y", "someone-else:w1", "r:", "rw"}) {
-        delivered += static_cast<int>(a_->redis->command({"PUBLISH", mutex_channel, junk}).integer());
-        delivered += static_cast<int>(a_->redis->command({"PUBLISH", held_rw.keys().rw_channel(), junk}).integer());
+        delivered += static_cast<int>(a_->redis->command({"SPUBLISH", mutex_channel, junk}).integer());
+        delivered += static_cast<int>(a_->redis->command({"SPUBLISH", held_rw.keys().rw_channel(), junk}).integer());
     }
     ASSERT_GT(delivered, 0) << "the messages must reach the client";
     std::this_thread::sleep_for(300ms);

@@ -293,7 +293,7 @@ TEST_F(Redlock, AWaiterWakesOnTheReleaseMessageNotOnItsPoll) {
     ASSERT_TRUE(gate.wait_arrivals(1, 10s));
     // Every master has the waiter's subscription (subscribe() returned after each confirmed it).
     for (std::size_t i = 0; i < group().size(); ++i) {
-        const auto n = RedisClient(group().redis_options(i)).command({"PUBSUB", "NUMSUB", holder->lock_key("wake") + ":rl"});
+        const auto n = RedisClient(group().redis_options(i)).command({"PUBSUB", "SHARDNUMSUB", holder->lock_key("wake") + ":rl"});
         EXPECT_EQ(n.elements().at(1).integer(), 1) << "master " << i;
     }
     mh->unlock();
@@ -306,7 +306,7 @@ TEST_F(Redlock, AWaiterWakesOnTheReleaseMessageNotOnItsPoll) {
     for (std::size_t i = 0; i < group().size(); ++i) {
         EXPECT_TRUE(eventually([&] {
             RedisClient c(group().redis_options(i));
-            return c.command({"PUBSUB", "NUMSUB", holder->lock_key("wake") + ":rl"}).elements().at(1).integer() == 0;
+            return c.command({"PUBSUB", "SHARDNUMSUB", holder->lock_key("wake") + ":rl"}).elements().at(1).integer() == 0;
         })) << "master " << i;
     }
 }

@@ -31,14 +31,14 @@ local function drop_dead_heads(q, qx)
   end
 end
 
--- L9: tell the next live waiter, and only it. PUBLISH counts the subscribers that got it: 0
+-- L9: tell the next live waiter, and only it. SPUBLISH counts the subscribers that got it: 0
 -- means that waiter's process is gone (a waiter subscribes before it joins the line), so it
 -- is dropped at once instead of after its grace, and the next one is told.
 local function wake_next(q, qx, channel_prefix)
   for _ = 1, 64 do
     local head = drop_dead_heads(q, qx)
     if not head then return end
-    if redis.call('publish', channel_prefix .. head, 'go') > 0 then return end
+    if redis.call('spublish', channel_prefix .. head, 'go') > 0 then return end
     redis.call('lpop', q)
     redis.call('zrem', qx, head)
   end

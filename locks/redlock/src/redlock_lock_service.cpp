@@ -148,7 +148,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     RedisSubscriber& subscriber(std::size_t i) EXCLUDES(subscribers_mu) {
         MutexLock g(subscribers_mu);
         if (subscribers.empty()) {
-            for (auto& o : master_options(options)) subscribers.push_back(std::make_unique<RedisSubscriber>(std::move(o)));
+            for (auto& o : master_options(options)) subscribers.push_back(std::make_unique<RedisSubscriber>(std::move(o), RedisSubscriber::Channels::Sharded));
         }
         return *subscribers[i];
     }

@@ -50,7 +50,7 @@ const RedisScript& release_script() {
     static const RedisScript s(R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  if ARGV[2] then redis.call('PUBLISH', ARGV[2], ARGV[1]) end
+  if ARGV[2] then redis.call('SPUBLISH', ARGV[2], ARGV[1]) end
   return 1
 end
 return 0

@@ -71,6 +71,7 @@ public:
              std::optional<std::chrono::milliseconds> ttl = std::nullopt);
     // DEL; returns how many keys existed.
     long long del(const std::vector<std::string>& keys);
+    // SPUBLISH (sharded, like subscriber()); returns how many subscribers of this shard got it.
     long long publish(std::string_view channel, std::string_view message);
 
     // Borrow one connection for several commands that must share it. In a cluster: a connection

@@ -12,6 +12,17 @@
 // references to the waiter's stack; for the same reason, do not drop a Subscription while holding
 // a mutex that its callback takes. Thread safety: all public members may be called from any
 // thread.
+//
+// Sharded channels (Channels::Sharded, SSUBSCRIBE; the lock scripts SPUBLISH): a message stays on
+// the shard that owns the channel's slot instead of crossing the whole cluster bus. With a
+// Locator (RedisClient on a cluster or behind Sentinel), the subscriber keeps one connection per
+// node in use, each on its own thread: a channel is subscribed on the node the locator names,
+// and a node connection that breaks, or whose server moves a channel away (an unsolicited
+// `sunsubscribe` after a slot migration, a MOVED refusal), reconnects where the locator now says
+// (asked with refresh = true: the slot map or the master is looked up again). SPUBLISH is not
+// replicated outside cluster mode, so after a Sentinel switch `relocate()` moves every
+// connection to the new master. Either way the reconnect listeners run afterwards, as after any
+// reconnect. Sentinel's own `+switch-master` channel is a classic one (Channels::Classic).
 #pragma once
 
 #include <chrono>
@@ -48,7 +59,15 @@ public:
         std::uint64_t id_ = 0;
     };
 
-    explicit RedisSubscriber(RedisOptions options);
+    enum class Channels { Classic, Sharded };
+    // The options of the node serving `channel` now; `refresh` after a connection to the node it
+    // named broke or refused the channel. Called on the caller's thread (first subscribe of a
+    // channel) and on subscriber threads (reconnects); it may throw (the attempt is retried).
+    using Locator = std::function<RedisOptions(std::string_view channel, bool refresh)>;
+
+    // Without a locator: one connection to `options`' server, made now. With one: connections
+    // are made per node on first use (`options` only names the first for logging).
+    explicit RedisSubscriber(RedisOptions options, Channels channels = Channels::Classic, Locator locate = {});
     ~RedisSubscriber();
     RedisSubscriber(const RedisSubscriber&) = delete;
     RedisSubscriber& operator=(const RedisSubscriber&) = delete;
@@ -64,13 +83,21 @@ public:
     std::uint64_t add_reconnect_listener(std::function<void()> listener);
     void remove_reconnect_listener(std::uint64_t id);
 
-    // True while the connection is up and every channel is subscribed.
+    // True while every node connection is up and every channel is subscribed.
     bool connected() const;
+
+    // Drops every node connection; each reconnects where its locator says (a Sentinel switch:
+    // SPUBLISH is not replicated, so a subscriber left on the old master would hear nothing).
+    // Returns at once; the reconnect listeners run once each node has resubscribed.
+    void relocate();
+
+    // Node connections made so far (tests: one per node in use).
+    std::size_t node_count() const;
 
 private:
     struct Impl;
-    void unsubscribe(std::uint64_t id);
-    std::shared_ptr<Impl> impl_;
+    struct Hub;
+    std::shared_ptr<Hub> hub_;
 };
 
 }  // namespace lockstep
