@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "eventually.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/cache/redis_cluster_slot.h"
 #include "lockstep/cache/redis_connection.h"
@@ -31,14 +32,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!condition()) {
-        if (std::chrono::steady_clock::now() > deadline) return false;
-        std::this_thread::sleep_for(10ms);
-    }
-    return true;
-}
+using test::eventually;
 
 // One cluster for this file (3 masters, one replica each); the failover test runs last and
 // gives the killed node back.
