@@ -740,12 +740,20 @@ void ZooKeeperLockService::expire_session() {
     zhandle_t* other = zookeeper_init(state_->zk.hosts.c_str(), [](zhandle_t*, int, int, const char*, void*) {},
                                       static_cast<int>(state_->zk.session_timeout.count()), &id, nullptr, 0);
     if (!other) throw ConnectionError("zookeeper_init for expire_session failed");
-    for (int i = 0; i < 500 && zoo_state(other) != ZOO_CONNECTED_STATE; ++i) std::this_thread::sleep_for(10ms);
+    // Generous bounds: on a loaded machine the second client can take seconds to connect, and
+    // closing it before it connected would end nothing. A caller that asked for an expiry must
+    // either get one or a typed error, never a silent return with the session still alive.
+    const auto connect_until = SteadyClock::now() + 30s;
+    while (zoo_state(other) != ZOO_CONNECTED_STATE && SteadyClock::now() < connect_until) std::this_thread::sleep_for(10ms);
+    const bool attached = zoo_state(other) == ZOO_CONNECTED_STATE;
     zookeeper_close(other);
-    const auto until = SteadyClock::now() + 10s;
+    if (!attached) throw TimeoutError("expire_session: a second client did not attach to the session within 30 s");
+    const auto until = SteadyClock::now() + 30s;
     MutexLock g(state_->mu);
     while (!state_->expiry_reported) {
-        if (state_->changed.wait_until(state_->mu, until) == std::cv_status::timeout) break;
+        if (state_->changed.wait_until(state_->mu, until) == std::cv_status::timeout) {
+            throw TimeoutError("expire_session: the session was closed but its expiry was not reported within 30 s");
+        }
     }
 }
 

@@ -71,7 +71,8 @@ public:
     std::string_view backend() const noexcept override { return "zookeeper"; }
 
     // Ends this service's session the way an expiry does (another client attaches to the session
-    // and closes it): for tests that force a loss at a known step.
+    // and closes it): for tests that force a loss at a known step. Returns once the loss was
+    // reported; TimeoutError if that did not happen within 30 s (never a silent return).
     void expire_session();
     // The negotiated session timeout of the current session.
     std::chrono::milliseconds session_timeout() const;
