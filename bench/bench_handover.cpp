@@ -4,6 +4,7 @@
 // against the cycles per second of one client locking and unlocking alone. Both sides also
 // count what a cycle costs: acquire scripts, wake-ups, client and Redis CPU.
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,8 +41,18 @@ constexpr const char* kWorkerUrlVariable = "LOCKSTEP_BENCH_WORKER_REDIS_URL";
 struct CycleCount {
     long long cycles = 0;
     double cpu_seconds = 0;  // CPU time of this whole process (all threads) meanwhile
+    long long switches = 0;  // context switches of this whole process (all threads) meanwhile
     std::string error;
 };
+
+// Context switches (voluntary and not) of this whole process, threads that already ended
+// included: the cycling threads end before the count is read, so /proc/self/task (which lists
+// only live threads, process_context_switches()) would miss them.
+long long all_context_switches() {
+    rusage u{};
+    if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    return static_cast<long long>(u.ru_nvcsw) + static_cast<long long>(u.ru_nivcsw);
+}
 
 // `threads` threads lock and unlock `m` from `start` until `end`; counts the cycles whose unlock
 // returned before `end`.
@@ -51,6 +62,7 @@ CycleCount run_cycles(RedisMutex& m, int threads, Clock::time_point start, Clock
     std::string error;
     std::vector<std::thread> pool;
     const double cpu0 = process_cpu_seconds();
+    const long long switches0 = all_context_switches();
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&] {
             long long n = 0;
@@ -69,7 +81,7 @@ CycleCount run_cycles(RedisMutex& m, int threads, Clock::time_point start, Clock
         });
     }
     for (auto& th : pool) th.join();
-    return {total.load(), process_cpu_seconds() - cpu0, error};
+    return {total.load(), process_cpu_seconds() - cpu0, all_context_switches() - switches0, error};
 }
 
 std::int64_t to_ns(Clock::time_point t) {
@@ -210,7 +222,8 @@ int handover_worker_main(int argc, char** argv) {
         auto s = locks.stats();
         std::cout << "cycles=" << c.cycles << " attempts=" << s.acquire_attempts << " acquired=" << s.acquired
                   << " wakeups=" << s.wakeups << " late_ms=" << late_ms
-                  << " cpu_us=" << static_cast<long long>(c.cpu_seconds * 1e6) << std::endl;
+                  << " cpu_us=" << static_cast<long long>(c.cpu_seconds * 1e6) << " switches=" << c.switches
+                  << std::endl;
         return 0;
     } catch (const std::exception& e) {
         std::cout << "error: " << e.what() << std::endl;
@@ -267,6 +280,10 @@ void register_handover(Environment& env, Plan& plan) {
                     set_cost_counters(state, cycles,
                                       mine.cpu_seconds + static_cast<double>(field(theirs, "cpu_us")) / 1e6,
                                       server0, server1, seconds);
+                    // Both processes, all their threads (waiters, subscriber, watchdog, pool).
+                    if (cycles > 0)
+                        state.counters["switches_per_cycle"] =
+                            static_cast<double>(mine.switches + field(theirs, "switches")) / cycles;
                 } catch (const std::exception& e) {
                     state.SkipWithError(e.what());
                     break;
@@ -297,6 +314,9 @@ void register_handover(Environment& env, Plan& plan) {
                     state.counters["cycles_per_s"] = static_cast<double>(c.cycles) / seconds;
                     set_cost_counters(state, static_cast<double>(c.cycles), c.cpu_seconds, server0, server1,
                                       seconds);
+                    if (c.cycles > 0)
+                        state.counters["switches_per_cycle"] =
+                            static_cast<double>(c.switches) / static_cast<double>(c.cycles);
                 } catch (const std::exception& e) {
                     state.SkipWithError(e.what());
                     break;
@@ -331,7 +351,8 @@ void register_handover(Environment& env, Plan& plan) {
                         fixed(scripts, 1) + " scripts (alone " + fixed(r.counter(u, "scripts_per_cycle"), 1) +
                         "), client CPU " + fixed(client_cpu, 0) + " µs (alone " + fixed(solo_client_cpu, 0) +
                         "), Redis CPU " + fixed(redis_cpu, 0) + " µs (alone " + fixed(solo_redis_cpu, 0) +
-                        "); the second process made " + fixed(child * 100, 0) +
+                        "), context switches " + fixed(r.counter(c, "switches_per_cycle"), 1) + " (alone " +
+                        fixed(r.counter(u, "switches_per_cycle"), 1) + "); the second process made " + fixed(child * 100, 0) +
                         "% of the cycles; repetitions " + spread(r, c, "cycles_per_s") + " vs " +
                         spread(r, u, "cycles_per_s") + " cycles/s";
             row.notes += "; cores busy while contended: the lock's processes + Redis " +
@@ -343,9 +364,9 @@ void register_handover(Environment& env, Plan& plan) {
                     " µs of CPU (alone " + fixed(solo_client_cpu + solo_redis_cpu, 0) + "), so " +
                     std::to_string(cores) + " cores cap it near " +
                     per_second(cores * 1e6 / (client_cpu + redis_cpu), "cycles") +
-                    " before anything else runs; a thread that has to wait runs 3 acquire scripts (a plain "
-                    "try, a try that queues it, a try after its wake-up) and is woken through the "
-                    "subscriber thread";
+                    " before anything else runs; a thread that has to wait runs 2 acquire scripts (a try that "
+                    "queues it, a try after its wake-up; a plain try first only when no other thread of "
+                    "its client waits) and is woken through the subscriber thread";
             }
             row.data["client_cpu_us_per_cycle"] = client_cpu;
             row.data["redis_cpu_us_per_cycle"] = redis_cpu;
@@ -354,6 +375,8 @@ void register_handover(Environment& env, Plan& plan) {
             row.data["attempts_per_acquisition"] = attempts;
             row.data["wakeups_per_acquisition"] = wakeups;
             row.data["share_of_child"] = child;
+            row.data["switches_per_cycle"] = r.counter(c, "switches_per_cycle");
+            row.data["alone_switches_per_cycle"] = r.counter(u, "switches_per_cycle");
             return row;
         });
 }
