@@ -40,8 +40,13 @@ void register_cluster(Environment& env, Plan& plan) {
     auto cluster_locks = std::make_shared<RedisLockClient>(*cluster_redis, lo);
     auto on_cluster = std::make_shared<RedisMutex>(*cluster_locks, "bench-cluster-cycle");
     auto on_single = std::make_shared<RedisMutex>(env.locks(), "bench-cluster-cycle");
-    // About 1 KB, like a cached row with its envelope.
-    const std::string key = env.prefix() + "{bench-cluster-hit}:entry";
+    // About 1 KB, like a cached row with its envelope. Its hash tag is the lock's: the entry and
+    // the lock live on one master, so the loop alternates one cluster node and the single node,
+    // and every call finds its server as the baseline finds its own (last used two calls ago).
+    // With the entry on another master than the lock, the cluster GET woke a node idle for four
+    // calls against a single node used two calls before: ~8 µs of the 2-core VM's wake-up was
+    // charged to routing (docs/performance.md, "Session 5, issue 12: the cluster hit's cost").
+    const std::string key = env.prefix() + "cache{bench-cluster-cycle}:entry";
     const std::string value(1000, 'v');
     cluster_redis->set(key, value);
     env.redis().set(key, value);
