@@ -26,13 +26,13 @@
 namespace lockstep::bench {
 
 namespace {
-// Two paired loops, not one: in a loop that alternates a cluster node and the single node, a
-// call's server has slept for the length of the call before it on the other side, and on this
-// 2-core VM waking a server that slept longer costs several µs more. With the cycles and the hits
-// in one loop, the cluster GET came after a single-node lock cycle (~100 µs) while the single
-// GET came after the cluster GET (~30 µs): ~8 µs of wake-up was charged to routing
-// (docs/performance.md, "Session 5, issue 12: the cluster hit's cost"). With the lock cycles
-// together and the GETs together, each side's calls follow calls of the same length.
+// Two paired loops, not one: on this 2-core VM a call's time depends on the call before it (a
+// GET after a GET to the same server ~23 µs, after one to another server ~33 µs, whatever the
+// client). In one loop of six, the cluster GET always came right after the single node's lock
+// cycle, while the single GET came after the cluster GET: with the same client code the cluster
+// GET cost 5.7-7.6 µs over its raw GET in that loop and 0.7-0.9 µs in this one
+// (docs/performance.md, "Session 5, issue 12: the cluster hit's cost"). With the lock cycles in
+// one loop and the GETs in another, each side's calls follow calls of the same kind.
 constexpr const char* kClusterCycleBench = "cluster_vs_single/paired_cycle";
 constexpr const char* kClusterBench = "cluster_vs_single/paired_hit";
 }  // namespace
