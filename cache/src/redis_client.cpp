@@ -149,11 +149,12 @@ RedisReply RedisClient::eval(const RedisScript& script, const std::vector<std::s
 
 RedisReply RedisClient::eval_views(const RedisScript& script, std::span<const std::string_view> keys,
                                    std::span<const std::string_view> args) {
-    if (impl_->cluster || impl_->sentinel) {
+    if (impl_->sentinel) {
         return eval(script, std::vector<std::string>(keys.begin(), keys.end()),
                     std::vector<std::string>(args.begin(), args.end()));
     }
-    // Standalone: the command's argv points into the caller's strings; nothing is copied.
+    // Standalone and Cluster: the command's argv points into the caller's strings; nothing is
+    // copied (on a cluster it is routed by its first key, as eval() routes).
     constexpr std::size_t kInline = 24;
     std::array<std::string_view, kInline> inline_argv;
     std::vector<std::string_view> heap_argv;
@@ -171,15 +172,32 @@ RedisReply RedisClient::eval_views(const RedisScript& script, std::span<const st
     std::copy(keys.begin(), keys.end(), argv.begin() + 3);
     std::copy(args.begin(), args.end(), argv.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size()));
 
-    auto conn = impl_->pool.acquire();
-    RedisReply reply = evalsha_on(*conn, script, std::span<const std::string_view>(argv));
+    const std::span<const std::string_view> evalsha(argv);
+    RedisReply reply;
+    if (impl_->cluster) {
+        const std::optional<int> slot = keys.empty() ? std::nullopt : std::optional<int>(redis_cluster_slot(keys.front()));
+        reply = impl_->cluster->run(slot, [&](RedisConnection& c) { return evalsha_on(c, script, evalsha); });
+    } else {
+        auto conn = impl_->pool.acquire();
+        reply = evalsha_on(*conn, script, evalsha);
+    }
     if (reply.is_error())
         throw ProtocolError("Redis script " + script.sha1() + " failed: " + reply.error_message());
     return reply;
 }
 
 std::optional<std::string> RedisClient::get(std::string_view key) {
-    if (impl_->cluster || impl_->sentinel) return command({"GET", key}).optional_string();
+    if (impl_->cluster) {
+        // The routed hit: the key's slot, the slot's pool, the GET with the caller's key (no copy
+        // into a std::vector<std::string>), lent as a read (unchecked when returned recently,
+        // once more on a checked lend after a ConnectionError: redis_cluster_router.h).
+        return checked(impl_->cluster->run(
+                           redis_cluster_slot(key), [&](RedisConnection& c) { return c.command({"GET", key}); },
+                           detail::RedisClusterRouter::Call::Read),
+                       "GET")
+            .optional_string();
+    }
+    if (impl_->sentinel) return command({"GET", key}).optional_string();
     bool unchecked = false;
     try {
         auto conn = impl_->pool.acquire();

@@ -36,9 +36,9 @@ RedisOptions node_options(const RedisOptions& cluster, const std::string& host, 
     o.nodes.clear();
     o.host = host;
     o.port = port;
-    // A failover closes clients on the nodes that change role: every lend is checked, so the
-    // routing's retry sees a dead connection before a command is sent on it (docs/cache.md).
-    o.pool_check_idle_after = std::chrono::milliseconds(0);
+    // pool_check_idle_after is kept: only Call::Read lends use it. Everything else is lent with
+    // Lend::Checked (a failover closes clients on the nodes that change role, and the routing's
+    // retry must see a dead connection before a write is sent on it: docs/cache.md).
     return o;
 }
 
@@ -151,10 +151,14 @@ void RedisClusterRouter::unavailable(const std::string& why) const {
                                   " ms (failover_wait): " + why);
 }
 
-RedisReply RedisClusterRouter::run(std::optional<int> slot, const std::function<RedisReply(RedisConnection&)>& call) {
+RedisReply RedisClusterRouter::run(std::optional<int> slot, const std::function<RedisReply(RedisConnection&)>& call,
+                                   Call kind) {
     const auto deadline = Clock::now() + options_.failover_wait;
     std::string ask_target;
     int redirects = 0;
+    // Read: the first lend may skip looks_alive(); after a ConnectionError on it, every lend is
+    // checked (at most one read is re-sent, as RedisClient::get does on one node).
+    auto lend = kind == Call::Read ? RedisConnectionPool::Lend::Default : RedisConnectionPool::Lend::Checked;
     for (int attempt = 0;; ++attempt) {
         RedisConnectionPool* pool = ask_target.empty() ? owner(slot) : &pool_for(ask_target);
         if (pool == nullptr) {
@@ -166,7 +170,7 @@ RedisReply RedisClusterRouter::run(std::optional<int> slot, const std::function<
         }
         std::optional<PooledRedisConnection> conn;
         try {
-            conn.emplace(pool->acquire());
+            conn.emplace(pool->acquire(ask_target.empty() ? lend : RedisConnectionPool::Lend::Checked));
         } catch (const ConnectionError& e) {
             // Not connected: the command was never sent. The master may be dead and its replica
             // about to be promoted; the next map says so.
@@ -183,9 +187,19 @@ RedisReply RedisClusterRouter::run(std::optional<int> slot, const std::function<
                 (*conn)->command({"ASKING"}).throw_if_error();
             }
             reply = call(**conn);
+        } catch (const TimeoutError&) {
+            stale_.store(true);  // a node that does not answer is not asked twice
+            throw;
         } catch (const ConnectionError&) {
             stale_.store(true);  // a node died mid-call: the next call looks at the map again
-            throw;
+            // A read lent without the check, on a connection the server closed since its last
+            // use (a failover, a restart, CLIENT KILL): it changes nothing, so it runs once
+            // more, through the refreshed map, on a checked lend. Writes were lent checked and
+            // are never re-sent: the error says they may have been applied.
+            if (!conn->lent_unchecked()) throw;
+            lend = RedisConnectionPool::Lend::Checked;
+            ask_target.clear();
+            continue;
         }
         ask_target.clear();
         if (!reply.is_error()) return reply;
@@ -225,7 +239,7 @@ std::vector<RedisReply> RedisClusterRouter::pipeline(const std::vector<std::vect
     for (const auto& [pool, indexes] : groups) {
         std::optional<PooledRedisConnection> conn;
         try {
-            conn.emplace(pool->acquire());
+            conn.emplace(pool->acquire(RedisConnectionPool::Lend::Checked));
         } catch (const ConnectionError&) {
             for (std::size_t i : indexes) retry[i] = true;  // never sent: retried one by one below
             stale_.store(true);
@@ -263,7 +277,9 @@ std::vector<RedisReply> RedisClusterRouter::on_every_master(const std::vector<st
     }
     if (masters.empty()) unavailable("no master in the slot map");
     std::vector<RedisReply> replies;
-    for (RedisConnectionPool* pool : masters) replies.push_back(pool->acquire()->command(args));
+    for (RedisConnectionPool* pool : masters) {
+        replies.push_back(pool->acquire(RedisConnectionPool::Lend::Checked)->command(args));
+    }
     return replies;
 }
 
@@ -272,7 +288,7 @@ PooledRedisConnection RedisClusterRouter::connection(std::optional<int> slot) {
     for (int attempt = 0;; ++attempt) {
         if (RedisConnectionPool* pool = owner(slot)) {
             try {
-                return pool->acquire();
+                return pool->acquire(RedisConnectionPool::Lend::Checked);
             } catch (const ConnectionError& e) {
                 if (Clock::now() > deadline) unavailable(e.what());
             }

@@ -38,9 +38,20 @@ class RedisClusterRouter {
 public:
     explicit RedisClusterRouter(RedisOptions options);
 
+    // What a routed call may be, for how its connection is lent (docs/cache.md, "Lending a pooled
+    // connection" and "Redis Cluster"):
+    //   Write  every lend is checked (looks_alive) first: a connection a failover closed is never
+    //          written to, so the command is re-routed instead of failing "may have been applied".
+    //   Read   a call that changes nothing (GET): lent like the standalone pool lends (unchecked
+    //          when returned within pool_check_idle_after); a ConnectionError on such a lend
+    //          marks the map stale and runs the call once more through the routing, on a
+    //          checked lend. A TimeoutError is not retried (a node that does not answer).
+    enum class Call { Write, Read };
+
     // Runs `call` on a connection to the master of `slot` (any master for nullopt), following
     // redirections. Error replies other than redirections are returned, not thrown.
-    RedisReply run(std::optional<int> slot, const std::function<RedisReply(RedisConnection&)>& call);
+    RedisReply run(std::optional<int> slot, const std::function<RedisReply(RedisConnection&)>& call,
+                   Call kind = Call::Write);
     // Commands grouped per master, one round trip per master; replies in the callers' order.
     // Commands answered with a redirection are retried one by one, in order.
     std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands);

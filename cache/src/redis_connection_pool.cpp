@@ -11,8 +11,10 @@
 
 namespace lockstep {
 
+// unchecked_ travels with the connection: the cluster router keeps its lend in a std::optional,
+// and a read's one retry depends on knowing the lend skipped looks_alive().
 PooledRedisConnection::PooledRedisConnection(PooledRedisConnection&& other) noexcept
-    : pool_(std::exchange(other.pool_, nullptr)), conn_(std::move(other.conn_)) {}
+    : pool_(std::exchange(other.pool_, nullptr)), conn_(std::move(other.conn_)), unchecked_(other.unchecked_) {}
 
 PooledRedisConnection::~PooledRedisConnection() {
     if (pool_ != nullptr && conn_) pool_->release(std::move(conn_));

@@ -204,6 +204,38 @@ TEST_F(RedisClusterTest, KilledMasterIsReplacedAndCommandsResumeWithoutAnError) 
     client_->del({k});
 }
 
+// The routed GET is lent like the standalone pool lends (no looks_alive() for a connection
+// returned a moment ago) and runs once more on a checked lend when the node had closed it;
+// writes stay checked on every lend, so a connection a failover closed is never written to.
+// CLIENT KILL on the key's master closes the client's pooled connection between two calls
+// (the window is an hour: every recent lend would be unchecked).
+TEST_F(RedisClusterTest, ReadsSkipTheLendCheckAndRetryOnceWritesAreAlwaysChecked) {
+    RedisOptions o = cluster().redis_options();
+    o.pool_check_idle_after = std::chrono::hours(1);
+    RedisClient client(o);
+    const std::string k = key("lend");
+    client.set(k, "v1");
+    auto master = node_client(port_of(client.cluster_master_of(k)));
+
+    const RedisPoolStats before_read = client.pool_stats();
+    ASSERT_GE(master->command({"CLIENT", "KILL", "TYPE", "normal"}).integer(), 1);  // skips its own
+    EXPECT_EQ(client.get(k), "v1");
+    const RedisPoolStats after_read = client.pool_stats();
+    EXPECT_EQ(after_read.lent_unchecked, before_read.lent_unchecked + 1);  // the lend that failed
+    EXPECT_EQ(after_read.discarded, before_read.discarded + 1);
+    EXPECT_EQ(client.get(k), "v1");  // the fresh connection is lent unchecked from now on
+    EXPECT_EQ(client.pool_stats().lent_unchecked, after_read.lent_unchecked + 1);
+
+    const RedisPoolStats before_write = client.pool_stats();
+    ASSERT_GE(master->command({"CLIENT", "KILL", "TYPE", "normal"}).integer(), 1);
+    EXPECT_NO_THROW(client.set(k, "v2"));  // checked: the closed connection is discarded, not written to
+    const RedisPoolStats after_write = client.pool_stats();
+    EXPECT_EQ(after_write.lent_unchecked, before_write.lent_unchecked);
+    EXPECT_EQ(after_write.discarded, before_write.discarded + 1);
+    EXPECT_EQ(client.get(k), "v2");
+    client.del({k});
+}
+
 // A slot with neither its master nor its replica: a ClusterUnavailableError (RetryCall) after
 // failover_wait, not a hang and not a ProtocolError. Then the cluster recovers.
 TEST_F(RedisClusterTest, ASlotWithNoMasterLeftIsATypedRetryableErrorAfterTheWait) {
