@@ -58,6 +58,7 @@ struct ZooKeeperLockStats {
     std::uint64_t losses = 0;           // holds reported lost
     std::uint64_t requeued = 0;         // waits whose own node vanished (session expired): queued again
     std::uint64_t handles_closed = 0;   // client handles closed (by the replacer, or by the last call on it)
+    std::uint64_t forced_expiry_retries = 0;  // expire_session() attempts that ended nothing (tried again)
 };
 
 class ZooKeeperLockService : public LockService {
@@ -72,7 +73,8 @@ public:
 
     // Ends this service's session the way an expiry does (another client attaches to the session
     // and closes it): for tests that force a loss at a known step. Returns once the loss was
-    // reported; TimeoutError if that did not happen within 30 s (never a silent return).
+    // reported (trying again if an attempt ended nothing); TimeoutError if that did not happen
+    // within 60 s (never a silent return).
     void expire_session();
     // The negotiated session timeout of the current session.
     std::chrono::milliseconds session_timeout() const;
