@@ -19,6 +19,10 @@
 //     node was created after every earlier holder's, so tokens strictly increase per name.
 //   - Session expiry = every hold of the service lost: reported once per hold through on_lost,
 //     lost() true, unlock() LockLostError; the service opens a new session for later locks.
+//     The on_lost callbacks run on the service's own reporter thread (one per service, reports
+//     in order), never on the client library's threads and with no lock of the service held: a
+//     callback may block, or lock and unlock other locks of this service; a new session opens
+//     meanwhile. A slow callback only delays the reports queued after it.
 //     A service that stays disconnected for a whole session timeout reports its holds lost too
 //     (Unreachable), since the ensemble has expired the session by then (Curator's LOST).
 //   - Reentrancy is counted here (L6), never by more nodes.
@@ -59,6 +63,7 @@ struct ZooKeeperLockStats {
     std::uint64_t requeued = 0;         // waits whose own node vanished (session expired): queued again
     std::uint64_t handles_closed = 0;   // client handles closed (by the replacer, or by the last call on it)
     std::uint64_t forced_expiry_retries = 0;  // expire_session() attempts that ended nothing (tried again)
+    std::uint64_t expiries = 0;         // sessions seen to end by expiry (each one's holds reported lost)
 };
 
 class ZooKeeperLockService : public LockService {
@@ -72,9 +77,13 @@ public:
     std::string_view backend() const noexcept override { return "zookeeper"; }
 
     // Ends this service's session the way an expiry does (another client attaches to the session
-    // and closes it): for tests that force a loss at a known step. Returns once the loss was
-    // reported (trying again if an attempt ended nothing); after 30 s without it, a warning in
-    // the log and a return (the caller's assertions then fail on the hold that was not lost).
+    // and closes it): for tests that force a loss at a known step. Returns once the holds of that
+    // session were reported lost (trying again if an attempt ended nothing); after 30 s without
+    // it, a warning in the log and a return (the caller's assertions then fail on the hold that
+    // was not lost). While a replacement is in flight (the last session expired and a new one is
+    // being opened) it waits for the new session and ends that one; a session that expired and
+    // was not replaced yet has nothing left to end (it waits for its reports). Called from a loss
+    // callback, it returns once the expiry is seen (its reports run after the callback).
     void expire_session();
     // The negotiated session timeout of the current session.
     std::chrono::milliseconds session_timeout() const;
