@@ -202,8 +202,10 @@ TEST(ZooKeeperReplacement, ASecondExpiryDuringTheReplacementEndsTheNewSession) {
     Bounded second_expiry("the second expire_session", [&] { s.expire_session(); });
     replacing.open();
     second_expiry.finish(40s);
+    // (An attach with the empty id of a session not yet connected ends nothing however often it
+    // is tried: then this is 1. Not asserted: forced_expiry_retries, since one attempt in a few
+    // ends nothing for the benign reason expire_session() describes, and is retried.)
     EXPECT_EQ(s.stats().expiries, 2u) << "the second expire_session ended nothing";
-    EXPECT_EQ(s.stats().forced_expiry_retries, 0u) << "an attempt attached with a stale or empty session id";
 
     ASSERT_TRUE(eventually([&] { return done_holding.load(); }, 20s));
     release = true;
