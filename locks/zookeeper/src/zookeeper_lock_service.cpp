@@ -194,8 +194,9 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // zh's session is over. The report carries the holds registered now (a later hold needs the
     // next session, which only a replacement of this one opens), so one that runs after a new
     // session exists never reports a hold taken in it (running report_all() over the table at
-    // report time could). Known gap: an acquisition answered just before the expiry but
-    // registered just after this snapshot is not in it; its unlock finds it gone (FoundGone).
+    // report time could). An acquisition that completes after the expiry queues again instead
+    // (acquire_in_session); one registered between its check and this snapshot is not in it,
+    // and its unlock finds it gone (FoundGone).
     void end_session() REQUIRES(mu) {
         if (expired) return;
         expired = true;
@@ -609,6 +610,11 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         hold.token = czxid;  // the create's zxid: see the header
         hold.state = std::make_shared<ZkHold>(ZkHold{my_path, gen});
         MutexLock g(mu);
+        // The session ended while we were becoming first: the node is gone, and the expiry's
+        // report (taken from the table, which this hold is not in yet) would never name it.
+        // Queue again rather than hand out a hold already lost. (What remains: an expiry between
+        // this check and the table's registration; that hold is found gone at unlock.)
+        if (expired || session != gen) throw SessionEnded{};
         ++stats.acquired;
         return true;
     }
