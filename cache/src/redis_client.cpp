@@ -289,12 +289,16 @@ std::string RedisClient::sentinel_master() {
     return impl_->sentinel ? impl_->sentinel->master() : std::string{};
 }
 
-std::uint64_t RedisClient::add_master_change_listener(std::function<void()> listener) {
-    return impl_->sentinel ? impl_->sentinel->add_switch_listener(std::move(listener)) : 0;
+std::uint64_t RedisClient::add_master_change_listener(std::function<void(const RedisMasterChange&)> listener) {
+    if (impl_->cluster) return impl_->cluster->add_master_change_listener(std::move(listener));
+    if (!impl_->sentinel) return 0;
+    return impl_->sentinel->add_switch_listener([listener = std::move(listener)] { listener(RedisMasterChange{}); });
 }
 
 void RedisClient::remove_master_change_listener(std::uint64_t id) {
-    if (impl_->sentinel && id != 0) impl_->sentinel->remove_switch_listener(id);
+    if (id == 0) return;
+    if (impl_->cluster) impl_->cluster->remove_master_change_listener(id);
+    if (impl_->sentinel) impl_->sentinel->remove_switch_listener(id);
 }
 
 RedisSubscriber& RedisClient::subscriber() {
@@ -309,24 +313,10 @@ RedisSubscriber& RedisClient::subscriber() {
         // same slot as the keys whose script publishes). After a broken connection the map is
         // asked again, so a promoted replica is found.
         detail::RedisClusterRouter* router = m.cluster.get();
-        const RedisOptions base = m.options;
         m.subscriber = std::make_unique<RedisSubscriber>(
-            m.options, Channels::Sharded, [router, base](std::string_view channel, bool refresh) {
+            m.options, Channels::Sharded, [router](std::string_view channel, bool refresh) {
                 if (refresh) router->refresh();
-                const int slot = redis_cluster_slot(channel);
-                std::string address = router->master_of(slot);
-                if (address.empty()) {
-                    router->refresh();
-                    address = router->master_of(slot);
-                }
-                if (address.empty()) throw ConnectionError("redis cluster: no master serves slot " + std::to_string(slot));
-                RedisOptions o = base;
-                o.topology = RedisTopology::Standalone;
-                o.nodes.clear();
-                const auto colon = address.rfind(':');
-                o.host = address.substr(0, colon);
-                o.port = std::stoi(address.substr(colon + 1));
-                return o;
+                return router->master_options(redis_cluster_slot(channel));
             });
     } else if (m.sentinel) {
         // SPUBLISH is not replicated outside cluster mode: the subscriber follows the master

@@ -7,6 +7,7 @@
 #include "lockstep/cache/cluster_unavailable_error.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "node_address.h"
 
 namespace lockstep::detail {
 namespace {
@@ -48,10 +49,26 @@ void back_off(int attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10 << std::min(attempt, 4), 100)));
 }
 
+// How often the watch thread asks for the map while a master-change listener is registered: a
+// failover is reported at most this long after the cluster finished it (one CLUSTER SLOTS a
+// second per client with a lock client on it).
+constexpr std::chrono::milliseconds kMasterWatchInterval{1000};
+
 }  // namespace
 
 RedisClusterRouter::RedisClusterRouter(RedisOptions options) : options_(std::move(options)) {
     if (options_.nodes.empty()) throw ConfigError("nodes", "a Redis Cluster client needs at least one seed node");
+}
+
+RedisClusterRouter::~RedisClusterRouter() {
+    std::thread watch;
+    {
+        MutexLock lock(listeners_mutex_);
+        stopping_ = true;
+        watch = std::move(watch_);
+    }
+    watch_cv_.notify_all();
+    if (watch.joinable()) watch.join();
 }
 
 RedisConnectionPool& RedisClusterRouter::pool_for(const std::string& address) {
@@ -59,21 +76,27 @@ RedisConnectionPool& RedisClusterRouter::pool_for(const std::string& address) {
         ReaderMutexLock lock(mutex_);
         if (auto it = pools_.find(address); it != pools_.end()) return *it->second;
     }
-    const auto colon = address.rfind(':');
-    if (colon == std::string::npos) throw ProtocolError("Redis Cluster named a node without a port: '" + address + "'");
-    const std::string host = address.substr(0, colon);
-    const int port = std::stoi(address.substr(colon + 1));
+    const NodeAddress node = split_address(address);
     WriterMutexLock lock(mutex_);
     auto& slot = pools_[address];
     if (!slot) {
-        slot = std::make_unique<RedisConnectionPool>(node_options(options_, host, port));
+        slot = std::make_unique<RedisConnectionPool>(node_options(options_, node.host, node.port));
         addresses_[slot.get()] = address;
     }
     return *slot;
 }
 
 void RedisClusterRouter::refresh() {
-    MutexLock serial(refresh_mutex_);
+    std::vector<int> replaced;
+    {
+        MutexLock serial(refresh_mutex_);
+        replaced = load_map();
+    }
+    // Outside every router lock: a listener may run commands through this router.
+    if (!replaced.empty()) tell_listeners(std::move(replaced));
+}
+
+std::vector<int> RedisClusterRouter::load_map() {
     // Ask the masters we know first (they are the live view), then the seeds.
     std::vector<std::string> candidates;
     {
@@ -84,11 +107,12 @@ void RedisClusterRouter::refresh() {
 
     std::string last_error = "no node to ask";
     for (const auto& address : candidates) {
-        const auto colon = address.rfind(':');
-        const std::string host = address.substr(0, colon);
         RedisReply reply;
+        std::string host;
         try {
-            RedisConnection conn(node_options(options_, host, std::stoi(address.substr(colon + 1))));
+            const NodeAddress node = split_address(address);
+            host = node.host;
+            RedisConnection conn(node_options(options_, node.host, node.port));
             reply = conn.command({"CLUSTER", "SLOTS"});
         } catch (const Error& e) {
             last_error = e.what();
@@ -116,18 +140,79 @@ void RedisClusterRouter::refresh() {
             covered += static_cast<std::size_t>(hi - lo + 1);
             if (std::find(masters.begin(), masters.end(), pool) == masters.end()) masters.push_back(pool);
         }
+        // Replaced masters: the slot's last owner is another node and serves no slot now.
+        std::vector<int> replaced;
+        std::map<std::pair<RedisConnectionPool*, RedisConnectionPool*>, int> moves;  // (was, now) -> slots
+        for (int s = 0; s < kRedisClusterSlots; ++s) {
+            RedisConnectionPool* was = last_owner_[s];
+            RedisConnectionPool* now = table[s];
+            if (now == nullptr) continue;
+            last_owner_[s] = now;
+            if (was == nullptr || was == now || std::find(masters.begin(), masters.end(), was) != masters.end()) continue;
+            replaced.push_back(s);
+            ++moves[{was, now}];
+        }
         {
             WriterMutexLock lock(mutex_);
             slots_ = table;
             masters_ = std::move(masters);
+            for (const auto& [pair, count] : moves) {
+                logger()->warn("Redis Cluster: master {} replaced by {} for {} slot(s) (failover)", addresses_.at(pair.first),
+                               addresses_.at(pair.second), count);
+            }
         }
         stale_.store(false);
         if (covered < kRedisClusterSlots) {
             logger()->warn("Redis Cluster map from {} covers {} of {} slots", address, covered, kRedisClusterSlots);
         }
-        return;
+        return replaced;
     }
     throw ConnectionError("no Redis Cluster node answered CLUSTER SLOTS; last error: " + last_error);
+}
+
+void RedisClusterRouter::tell_listeners(std::vector<int> replaced) {
+    RedisMasterChange change;
+    change.every_key = false;
+    change.slots = std::move(replaced);
+    std::vector<MasterChangeListener> listeners;
+    {
+        MutexLock lock(listeners_mutex_);
+        for (const auto& [id, l] : listeners_) listeners.push_back(l);
+    }
+    for (const auto& l : listeners) {
+        try {
+            l(change);
+        } catch (const std::exception& e) {
+            logger()->error("Redis Cluster master-change listener threw: {}", e.what());
+        }
+    }
+}
+
+std::uint64_t RedisClusterRouter::add_master_change_listener(MasterChangeListener listener) {
+    MutexLock lock(listeners_mutex_);
+    const std::uint64_t id = next_listener_++;
+    listeners_.emplace(id, std::move(listener));
+    if (!watch_.joinable()) watch_ = std::thread([this] { watch_loop(); });
+    return id;
+}
+
+void RedisClusterRouter::remove_master_change_listener(std::uint64_t id) {
+    MutexLock lock(listeners_mutex_);
+    listeners_.erase(id);
+}
+
+// Asks for the map every kMasterWatchInterval while someone listens: nothing else refreshes it
+// when no command reaches the failed shard (a hold's renewal may be many seconds away).
+void RedisClusterRouter::watch_loop() {
+    for (;;) {
+        {
+            MutexLock lock(listeners_mutex_);
+            if (!stopping_) watch_cv_.wait_for(listeners_mutex_, kMasterWatchInterval);
+            if (stopping_) return;
+            if (listeners_.empty()) continue;
+        }
+        refresh_quietly();
+    }
 }
 
 void RedisClusterRouter::refresh_quietly() noexcept {
@@ -314,6 +399,17 @@ RedisPoolStats RedisClusterRouter::stats() const {
         sum.waiting += s.waiting;
     }
     return sum;
+}
+
+RedisOptions RedisClusterRouter::master_options(int slot) {
+    std::string address = master_of(slot);
+    if (address.empty()) {
+        refresh();
+        address = master_of(slot);
+    }
+    if (address.empty()) throw ConnectionError("redis cluster: no master serves slot " + std::to_string(slot));
+    const NodeAddress node = split_address(address);
+    return node_options(options_, node.host, node.port);
 }
 
 std::string RedisClusterRouter::master_of(int slot) {

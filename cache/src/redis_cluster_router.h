@@ -12,6 +12,15 @@
 // A connection that breaks after a command was written is never retried (the command may have
 // run); the map is marked stale so the next call refreshes it first.
 //
+// Master changes (RACES L8): each new map is compared with the last owner of every slot. A slot
+// whose owner is now another node while its old owner serves no slot any more had its master
+// replaced (a failover, automatic or CLUSTER FAILOVER: the old master's slots all go to its
+// promoted replica at once); listeners are told those slots. A slot moved while its old owner
+// still serves others is a migration (MIGRATE moved its keys, TTL included) and is not reported.
+// A node whose last slot was migrated away looks like a replaced master and is reported: a
+// false alarm on the safe side. While a listener is registered a watch thread asks for the map
+// every second, so a failover is noticed even when no command reaches the failed shard.
+//
 // Thread safety: all members may be called from any thread.
 #pragma once
 
@@ -24,10 +33,12 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lockstep/cache/redis_cluster_slot.h"
 #include "lockstep/cache/redis_connection_pool.h"
+#include "lockstep/cache/redis_master_change.h"
 #include "lockstep/cache/redis_reply.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/core/redis_options.h"
@@ -37,6 +48,7 @@ namespace lockstep::detail {
 class RedisClusterRouter {
 public:
     explicit RedisClusterRouter(RedisOptions options);
+    ~RedisClusterRouter();  // stops the watch thread
 
     // What a routed call may be, for how its connection is lent (docs/cache.md, "Lending a pooled
     // connection" and "Redis Cluster"):
@@ -67,11 +79,25 @@ public:
     void refresh() EXCLUDES(refresh_mutex_, mutex_);
     // "host:port" of the master serving `slot` in the current map ("" if unknown).
     std::string master_of(int slot);
+    // Connection options for the master serving `slot` (the map is asked again when the slot has
+    // no master in it). ConnectionError when still none serves it.
+    RedisOptions master_options(int slot);
+
+    // Called with the slots whose master was replaced (see above), on the thread that refreshed
+    // the map (the watch thread, or a caller's), outside every lock of the router, never for the
+    // first map. The first listener starts the watch thread. Returns an id for removal.
+    using MasterChangeListener = std::function<void(const RedisMasterChange&)>;
+    std::uint64_t add_master_change_listener(MasterChangeListener listener) EXCLUDES(listeners_mutex_);
+    void remove_master_change_listener(std::uint64_t id) EXCLUDES(listeners_mutex_);
 
 private:
     RedisConnectionPool& pool_for(const std::string& address) EXCLUDES(mutex_);
     RedisConnectionPool* owner(std::optional<int> slot) EXCLUDES(mutex_);
     void refresh_quietly() noexcept;
+    // The body of refresh(): swaps the map in, returns the slots whose master was replaced.
+    std::vector<int> load_map() REQUIRES(refresh_mutex_) EXCLUDES(mutex_);
+    void tell_listeners(std::vector<int> replaced) EXCLUDES(listeners_mutex_);
+    void watch_loop() EXCLUDES(listeners_mutex_);
     [[noreturn]] void unavailable(const std::string& why) const;
 
     const RedisOptions options_;
@@ -80,9 +106,18 @@ private:
     std::map<std::string, std::unique_ptr<RedisConnectionPool>> pools_ GUARDED_BY(mutex_);  // never erased: stable pointers
     std::map<RedisConnectionPool*, std::string> addresses_ GUARDED_BY(mutex_);
     std::vector<RedisConnectionPool*> masters_ GUARDED_BY(mutex_);  // serving at least one slot
-    Mutex refresh_mutex_;                                           // one refresh at a time (guards no data)
+    Mutex refresh_mutex_;                                           // one refresh at a time
+    // The last master seen for each slot (kept when a map leaves the slot out), to tell a
+    // replaced master from a first map or an uncovered slot.
+    std::array<RedisConnectionPool*, kRedisClusterSlots> last_owner_ GUARDED_BY(refresh_mutex_){};
     std::atomic<bool> stale_{true};
     std::atomic<unsigned> next_any_{0};
+    Mutex listeners_mutex_;
+    std::map<std::uint64_t, MasterChangeListener> listeners_ GUARDED_BY(listeners_mutex_);
+    std::uint64_t next_listener_ GUARDED_BY(listeners_mutex_) = 1;
+    bool stopping_ GUARDED_BY(listeners_mutex_) = false;
+    CondVar watch_cv_;
+    std::thread watch_ GUARDED_BY(listeners_mutex_);  // started by the first listener
 };
 
 }  // namespace lockstep::detail

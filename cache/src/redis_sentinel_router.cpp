@@ -6,6 +6,7 @@
 #include "lockstep/cache/cluster_unavailable_error.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "node_address.h"
 
 namespace lockstep::detail {
 namespace {
@@ -93,15 +94,14 @@ void RedisSentinelRouter::watch_switches() noexcept {
 }
 
 void RedisSentinelRouter::use(const std::string& address) {
-    const auto colon = address.rfind(':');
+    const NodeAddress node = split_address(address);
     bool changed = false;
     {
         WriterMutexLock lock(mutex_);
         if (address == current_address_) return;
         auto& pool = pools_[address];
         if (!pool) {
-            pool = std::make_unique<RedisConnectionPool>(
-                endpoint_options(options_, address.substr(0, colon), std::stoi(address.substr(colon + 1))));
+            pool = std::make_unique<RedisConnectionPool>(endpoint_options(options_, node.host, node.port));
         }
         if (!current_address_.empty()) {
             logger()->warn("redis sentinel: master '{}' moved from {} to {}", options_.sentinel_master,
@@ -148,7 +148,8 @@ void RedisSentinelRouter::rediscover() {
             }
             address = r.elements()[0].str() + ":" + r.elements()[1].str();
             // A sentinel may lag behind a failover: the named node must call itself master.
-            RedisConnection master(endpoint_options(options_, r.elements()[0].str(), std::stoi(r.elements()[1].str())));
+            const NodeAddress node = split_address(address);
+            RedisConnection master(endpoint_options(options_, node.host, node.port));
             const RedisReply role = master.command({"ROLE"});
             if (role.type() != RedisReply::Type::Array || role.elements().empty() || role.elements()[0].str() != "master") {
                 last_error = address + " (named by a sentinel) is not a master (yet)";
@@ -253,8 +254,8 @@ std::string RedisSentinelRouter::master() {
 RedisOptions RedisSentinelRouter::master_options() {
     const std::string address = master();
     if (address.empty()) return endpoint_options(options_, options_.host, options_.port);
-    const auto colon = address.rfind(':');
-    return endpoint_options(options_, address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+    const NodeAddress node = split_address(address);
+    return endpoint_options(options_, node.host, node.port);
 }
 
 }  // namespace lockstep::detail

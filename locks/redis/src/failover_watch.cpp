@@ -9,16 +9,19 @@ namespace {
 
 // The listener: runs on the thread that switched the master (the sentinel subscriber's, or a
 // caller's that rediscovered), never while this client's registry mutex is held by that thread.
-void report_failover(RedisLockClient::Impl& impl) {
+// Sentinel: every hold. Cluster: the holds whose key hashes to a slot whose master was replaced
+// (every key of one lock shares its hash tag, so the hold key's slot is the lock's).
+void report_failover(RedisLockClient::Impl& impl, const RedisMasterChange& change) {
     std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
     {
         MutexLock lock(impl.mutex);
         // Under the registry mutex: a new hold checks this under the same mutex right after it was
-        // registered, so it is either marked below or sees the change there.
+        // registered, so it is either marked below or sees the change there. On a cluster any
+        // shard's change counts: a new hold on another shard is acquired once more, never lost.
         impl.last_master_change.store(SteadyClock::now().time_since_epoch().count());
         if (impl.closed) return;
         for (const auto& [k, h] : impl.holds) {
-            if (!h->active) continue;
+            if (!h->active || !change.covers_key(h->side->hold_key())) continue;
             if (auto loss = impl.mark_lost_locked(
                     *h, LockLossReason::Failover,
                     "the Redis master changed while the lock was held; the promoted replica may not have the key")) {
@@ -33,8 +36,8 @@ void report_failover(RedisLockClient::Impl& impl) {
 
 void watch_master_changes(RedisLockClient::Impl& impl) {
     std::weak_ptr<RedisLockClient::Impl> self = impl.weak_from_this();
-    impl.master_change_listener = impl.redis.add_master_change_listener([self] {
-        if (auto s = self.lock()) report_failover(*s);
+    impl.master_change_listener = impl.redis.add_master_change_listener([self](const RedisMasterChange& change) {
+        if (auto s = self.lock()) report_failover(*s, change);
     });
 }
 

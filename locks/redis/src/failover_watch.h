@@ -1,8 +1,10 @@
-// Internal (RACES L8, Sentinel): a RedisLockClient on a Sentinel-guarded Redis listens for the
-// master changing. Every hold it has then is reported lost (LockLossReason::Failover): the key
-// may never have reached the promoted replica, and nothing the client can ask the new master
-// proves otherwise for certain (a key that is there now may be a replica's stale copy), so such
-// a hold is never silently kept. On the other topologies nothing is registered.
+// Internal (RACES L8, Sentinel and Cluster): a RedisLockClient on a Sentinel-guarded Redis or a
+// Redis Cluster listens for a master being replaced. Every hold it has on that master then is
+// reported lost (LockLossReason::Failover): the key may never have reached the promoted replica,
+// and nothing the client can ask the new master proves otherwise for certain (a key that is there
+// now may be a replica's stale copy), so such a hold is never silently kept. Sentinel: every hold;
+// Cluster: the holds whose key's slot was on the failed-over shard (RedisMasterChange), not those
+// on other shards nor those whose slot was migrated. On a standalone server nothing is registered.
 #pragma once
 
 #include "lock_client_impl.h"

@@ -32,6 +32,7 @@
 #include "lockstep/cache/cluster_unavailable_error.h"
 #include "lockstep/cache/redis_cluster_slot.h"
 #include "lockstep/cache/redis_connection_pool.h"
+#include "lockstep/cache/redis_master_change.h"
 #include "lockstep/cache/redis_reply.h"
 #include "lockstep/cache/redis_script.h"
 #include "lockstep/cache/redis_subscriber.h"
@@ -88,12 +89,16 @@ public:
     void refresh_topology();
     // Sentinel only: "host:port" of the master in use ("" otherwise).
     std::string sentinel_master();
-    // Sentinel only: `listener` is called (on the thread that noticed) each time the master in
-    // use changes (+switch-master, or a rediscovery after an error), never for the first master
-    // found. Returns an id for remove_master_change_listener; 0 (and never called) on the other
-    // topologies. REQUIRES: the listener is quick and does not call back into this client's
-    // topology (refresh_topology, sentinel_master).
-    std::uint64_t add_master_change_listener(std::function<void()> listener);
+    // Sentinel and Cluster: `listener` is called (on the thread that noticed) each time a master
+    // in use is replaced, with the keys that may have lost writes (RedisMasterChange). Sentinel:
+    // every key, on +switch-master or a rediscovery after an error, never for the first master
+    // found. Cluster: the slots whose master was replaced by another node (a failover; not a
+    // slot migration), noticed by a map refresh: on an error, a MOVED, or the watch thread the
+    // first listener starts (one CLUSTER SLOTS a second). Returns an id for
+    // remove_master_change_listener; 0 (and never called) on a standalone server. REQUIRES: the
+    // listener is quick and does not call back into this client's topology (refresh_topology,
+    // sentinel_master).
+    std::uint64_t add_master_change_listener(std::function<void(const RedisMasterChange&)> listener);
     void remove_master_change_listener(std::uint64_t id);
 
     // The shared subscriber connection (created on first use, lives as long as the client).
