@@ -1,0 +1,119 @@
+#include "local_gate.h"
+
+#include <algorithm>
+
+namespace lockstep {
+
+// Uncontended: one uncontended mutex, no allocation. A waiter is a node on its own stack; the
+// queue's deque allocates only when it grows past what it already had.
+LocalGate::Entry LocalGate::enter(std::optional<Clock::time_point> deadline, std::atomic<std::uint64_t>* waits) {
+    MutexLock lock(mutex_);
+    if (closed_) return Entry::Closed;
+    if (!taken_) {
+        taken_ = true;  // barging: free means free, sleeping waiters or not
+        return Entry::Entered;
+    }
+    if (!deadline || Clock::now() >= *deadline) return Entry::TimedOut;
+    if (waits) waits->fetch_add(1);
+    Waiter w;
+    w.since = Clock::now();
+    waiters_.push_back(&w);
+    for (;;) {
+        if (w.granted) return Entry::Entered;  // leave() removed it from the queue
+        if (closed_) {
+            remove(&w);
+            return Entry::Closed;
+        }
+        if (!taken_) {
+            taken_ = true;
+            remove(&w);
+            return Entry::Entered;
+        }
+        if (*deadline == Clock::time_point::max()) {
+            w.cv.wait(mutex_);  // no wait_until(max): its conversion may overflow into "now"
+        } else if (Clock::now() >= *deadline) {
+            remove(&w);
+            return Entry::TimedOut;
+        } else {
+            w.cv.wait_until(mutex_, *deadline);
+        }
+    }
+}
+
+void LocalGate::leave() {
+    MutexLock lock(mutex_);
+    if (waiters_.empty()) {
+        taken_ = false;
+        return;
+    }
+    Waiter* head = waiters_.front();
+    // Notified under the mutex: the waiter's node (and its cv) lives until it has seen this.
+    if (Clock::now() - head->since >= handoff_after_) {
+        waiters_.pop_front();
+        head->granted = true;  // taken_ stays true: no barger can slip in
+        head->cv.notify_one();
+        return;
+    }
+    taken_ = false;
+    head->cv.notify_one();
+}
+
+void LocalGate::close() {
+    MutexLock lock(mutex_);
+    closed_ = true;
+    for (Waiter* w : waiters_) w->cv.notify_one();
+}
+
+void LocalGate::remove(Waiter* w) {
+    auto it = std::find(waiters_.begin(), waiters_.end(), w);
+    if (it == waiters_.end()) return;
+    const bool was_head = it == waiters_.begin();
+    waiters_.erase(it);
+    // A waiter that leaves as head may have been the one a leave() woke to compete for a free
+    // gate: the next one competes instead.
+    if (was_head && !taken_ && !waiters_.empty()) waiters_.front()->cv.notify_one();
+}
+
+std::size_t LocalGate::waiting() const {
+    MutexLock lock(mutex_);
+    return waiters_.size();
+}
+
+bool LocalGate::taken() const {
+    MutexLock lock(mutex_);
+    return taken_;
+}
+
+std::shared_ptr<LocalGate> LocalGateTable::get(const std::string& key) {
+    MutexLock lock(mutex_);
+    auto it = gates_.find(key);
+    if (it != gates_.end()) {
+        if (auto g = it->second.lock()) return g;
+    }
+    auto g = std::make_shared<LocalGate>(handoff_after_);
+    if (closed_) g->close();
+    gates_[key] = g;
+    if (gates_.size() >= sweep_at_) {
+        // Many names over time (a lock per product): forget the gates nobody uses any more.
+        for (auto i = gates_.begin(); i != gates_.end();) {
+            i = i->second.expired() ? gates_.erase(i) : std::next(i);
+        }
+        sweep_at_ = std::max<std::size_t>(64, gates_.size() * 2);
+    }
+    return g;
+}
+
+void LocalGateTable::close_all() {
+    MutexLock lock(mutex_);
+    closed_ = true;
+    for (auto& [key, weak] : gates_) {
+        if (auto g = weak.lock()) g->close();
+    }
+}
+
+std::size_t LocalGateTable::size() const {
+    MutexLock lock(mutex_);
+    return gates_.size();
+}
+
+}  // namespace lockstep
