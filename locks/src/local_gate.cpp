@@ -37,6 +37,9 @@ LocalGate::Entry LocalGate::enter(std::optional<Clock::time_point> deadline, std
         } else {
             w.cv.wait_until(mutex_, *deadline);
         }
+        // Whoever wakes runs the checks above: a pending wake-up is being served (at worst a
+        // later leave() wakes the head once more than needed; never once less).
+        wake_pending_ = false;
     }
 }
 
@@ -55,7 +58,10 @@ void LocalGate::leave() {
         return;
     }
     taken_ = false;
-    head->cv.notify_one();
+    if (!wake_pending_) {
+        wake_pending_ = true;
+        head->cv.notify_one();
+    }
 }
 
 void LocalGate::close() {
@@ -71,7 +77,10 @@ void LocalGate::remove(Waiter* w) {
     waiters_.erase(it);
     // A waiter that leaves as head may have been the one a leave() woke to compete for a free
     // gate: the next one competes instead.
-    if (was_head && !taken_ && !waiters_.empty()) waiters_.front()->cv.notify_one();
+    if (was_head && !taken_ && !waiters_.empty()) {
+        wake_pending_ = true;
+        waiters_.front()->cv.notify_one();
+    }
 }
 
 std::size_t LocalGate::waiting() const {

@@ -74,6 +74,9 @@ private:
     mutable Mutex mutex_;
     bool taken_ GUARDED_BY(mutex_) = false;
     bool closed_ GUARDED_BY(mutex_) = false;
+    // A leave() woke the oldest waiter to compete and it has not run yet: later leaves do not
+    // wake it again (Go's mutexWoken), so a barging thread's cycles cost no futile wake-ups.
+    bool wake_pending_ GUARDED_BY(mutex_) = false;
     std::deque<Waiter*> waiters_ GUARDED_BY(mutex_);  // arrival order
 };
 
