@@ -6,11 +6,13 @@ namespace lockstep {
 
 // Uncontended: one uncontended mutex, no allocation. A waiter is a node on its own stack; the
 // queue's deque allocates only when it grows past what it already had.
-LocalGate::Entry LocalGate::enter(std::optional<Clock::time_point> deadline, std::atomic<std::uint64_t>* waits) {
+LocalGate::Entry LocalGate::enter(std::optional<Clock::time_point> deadline, std::atomic<std::uint64_t>* waits,
+                                  std::uint64_t* passage, const Probe* probe) {
     MutexLock lock(mutex_);
     if (closed_) return Entry::Closed;
     if (!taken_) {
         taken_ = true;  // barging: free means free, sleeping waiters or not
+        if (passage) *passage = ++passage_;
         return Entry::Entered;
     }
     if (!deadline || Clock::now() >= *deadline) return Entry::TimedOut;
@@ -18,8 +20,13 @@ LocalGate::Entry LocalGate::enter(std::optional<Clock::time_point> deadline, std
     Waiter w;
     w.since = Clock::now();
     waiters_.push_back(&w);
+    const bool probing = probe && probe->probe && probe->every.count() > 0;
+    Clock::time_point next_probe = probing ? w.since + probe->every : Clock::time_point::max();
     for (;;) {
-        if (w.granted) return Entry::Entered;  // leave() removed it from the queue
+        if (w.granted) {  // leave() removed it from the queue
+            if (passage) *passage = w.passage;
+            return Entry::Entered;
+        }
         if (closed_) {
             remove(&w);
             return Entry::Closed;
@@ -27,15 +34,41 @@ LocalGate::Entry LocalGate::enter(std::optional<Clock::time_point> deadline, std
         if (!taken_) {
             taken_ = true;
             remove(&w);
+            if (passage) *passage = ++passage_;
             return Entry::Entered;
         }
-        if (*deadline == Clock::time_point::max()) {
-            w.cv.wait(mutex_);  // no wait_until(max): its conversion may overflow into "now"
-        } else if (Clock::now() >= *deadline) {
+        const Clock::time_point now = Clock::now();
+        if (*deadline != Clock::time_point::max() && now >= *deadline) {
             remove(&w);
             return Entry::TimedOut;
+        }
+        if (now >= next_probe) {
+            // The owner may hold a lock Redis no longer gives it (lost, deleted from outside):
+            // ask Redis, keeping this waiter's place. Never longer than `every` behind the truth.
+            lock.unlock();
+            bool got = false;
+            try {
+                got = probe->probe();
+            } catch (...) {
+                lock.lock();
+                remove(&w);
+                throw;
+            }
+            lock.lock();
+            next_probe = Clock::now() + probe->every;
+            if (got && !w.granted) {
+                remove(&w);
+                taken_ = true;
+                if (passage) *passage = ++passage_;  // the seized owner's leave() is now ignored
+                return Entry::Entered;
+            }
+            continue;  // granted meanwhile, or still held: re-check
+        }
+        const Clock::time_point until = std::min(*deadline, next_probe);
+        if (until == Clock::time_point::max()) {
+            w.cv.wait(mutex_);  // no wait_until(max): its conversion may overflow into "now"
         } else {
-            w.cv.wait_until(mutex_, *deadline);
+            w.cv.wait_until(mutex_, until);
         }
         // Whoever wakes runs the checks above: a pending wake-up is being served (at worst a
         // later leave() wakes the head once more than needed; never once less).
@@ -43,8 +76,9 @@ LocalGate::Entry LocalGate::enter(std::optional<Clock::time_point> deadline, std
     }
 }
 
-void LocalGate::leave() {
+void LocalGate::leave(std::uint64_t passage) {
     MutexLock lock(mutex_);
+    if (passage != passage_) return;  // seized by a waiter that found the lock free in Redis
     if (waiters_.empty()) {
         taken_ = false;
         return;
@@ -54,6 +88,7 @@ void LocalGate::leave() {
     if (Clock::now() - head->since >= handoff_after_) {
         waiters_.pop_front();
         head->granted = true;  // taken_ stays true: no barger can slip in
+        head->passage = ++passage_;
         head->cv.notify_one();
         return;
     }
@@ -81,6 +116,11 @@ void LocalGate::remove(Waiter* w) {
         wake_pending_ = true;
         waiters_.front()->cv.notify_one();
     }
+}
+
+std::uint64_t LocalGate::current_passage() const {
+    MutexLock lock(mutex_);
+    return passage_;
 }
 
 std::size_t LocalGate::waiting() const {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,12 +49,23 @@ public:
 
     // deadline unset: no wait (TimedOut at once if taken). Clock::time_point::max(): no limit. A
     // free gate is taken even at or past the deadline (the caller then makes its one last try).
-    // `waits` (if given) is counted up when the caller queues, before it sleeps.
-    Entry enter(std::optional<Clock::time_point> deadline, std::atomic<std::uint64_t>* waits = nullptr)
-        EXCLUDES(mutex_);
+    // What a queued waiter may do every `every` while it waits: `probe` runs without the gate's
+    // mutex, the waiter keeping its place. true: the caller got the lock by itself (its owner's
+    // hold was lost: Redis is the truth), so it seizes the gate (see seize below).
+    struct Probe {
+        std::chrono::microseconds every{0};
+        std::function<bool()> probe;
+    };
+    // `waits` (if given) is counted up when the caller queues, before it sleeps. `passage` (if
+    // given) receives the passage number to hand to leave().
+    Entry enter(std::optional<Clock::time_point> deadline, std::atomic<std::uint64_t>* waits = nullptr,
+                std::uint64_t* passage = nullptr, const Probe* probe = nullptr) EXCLUDES(mutex_);
     // Gives the gate to the oldest waiter if it has waited handoff_after, else frees it and wakes
-    // that waiter to compete.
-    void leave() EXCLUDES(mutex_);
+    // that waiter to compete. A passage that was seized meanwhile is over already: ignored.
+    void leave(std::uint64_t passage) EXCLUDES(mutex_);
+    // leave() of the current passage, whichever it is (unit tests with one known owner).
+    void leave() EXCLUDES(mutex_) { leave(current_passage()); }
+    std::uint64_t current_passage() const EXCLUDES(mutex_);
     // Every waiter, and every later enter(), gets Closed. The current owner keeps the gate until
     // its leave().
     void close() EXCLUDES(mutex_);
@@ -67,6 +79,7 @@ private:
         CondVar cv;
         Clock::time_point since;
         bool granted = false;  // leave() handed the gate over: it never became free
+        std::uint64_t passage = 0;  // set with granted
     };
     void remove(Waiter* w) REQUIRES(mutex_);
 
@@ -77,6 +90,8 @@ private:
     // A leave() woke the oldest waiter to compete and it has not run yet: later leaves do not
     // wake it again (Go's mutexWoken), so a barging thread's cycles cost no futile wake-ups.
     bool wake_pending_ GUARDED_BY(mutex_) = false;
+    // Numbers each passage; a seize starts a new one, so the seized owner's leave() is ignored.
+    std::uint64_t passage_ GUARDED_BY(mutex_) = 0;
     std::deque<Waiter*> waiters_ GUARDED_BY(mutex_);  // arrival order
 };
 
@@ -86,12 +101,13 @@ private:
 class GatePass {
 public:
     GatePass() = default;
-    explicit GatePass(LocalGate* gate) noexcept : gate_(gate) {}
-    GatePass(GatePass&& o) noexcept : gate_(std::exchange(o.gate_, nullptr)) {}
+    GatePass(LocalGate* gate, std::uint64_t passage) noexcept : gate_(gate), passage_(passage) {}
+    GatePass(GatePass&& o) noexcept : gate_(std::exchange(o.gate_, nullptr)), passage_(o.passage_) {}
     GatePass& operator=(GatePass&& o) noexcept {
         if (this != &o) {
             reset();
             gate_ = std::exchange(o.gate_, nullptr);
+            passage_ = o.passage_;
         }
         return *this;
     }
@@ -100,12 +116,13 @@ public:
     ~GatePass() { reset(); }
 
     void reset() noexcept {
-        if (LocalGate* g = std::exchange(gate_, nullptr)) g->leave();
+        if (LocalGate* g = std::exchange(gate_, nullptr)) g->leave(passage_);
     }
     explicit operator bool() const noexcept { return gate_ != nullptr; }
 
 private:
     LocalGate* gate_ = nullptr;
+    std::uint64_t passage_ = 0;
 };
 
 // The gates of one client, one per lock key. A lock object takes its gate once, at construction,

@@ -160,7 +160,8 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // The stages of acquire (issue 14 item 7), each with its invariant where it is defined.
     struct Acquisition;
     bool reenter(Acquisition& a, const std::shared_ptr<Hold>& held);
-    bool pass_gate(LocalGate& gate, const LockSide& side, std::optional<SteadyTime> deadline);
+    bool pass_gate(Acquisition& a, LocalGate& gate, std::optional<SteadyTime> deadline, GatePass& pass,
+                   bool& seized);
     bool acquire_fresh(Acquisition& a, std::optional<SteadyTime> deadline);
     bool try_fresh(Acquisition& a, const WaitTicket* ticket, AttemptResult& out);
     void register_hold(Acquisition& a, SteadyTime sent, FenceToken token);

@@ -118,8 +118,14 @@ bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
 
     GatePass pass;  // leaves the gate however this acquisition fails (false, a throw)
     if (LocalGate* gate = side->gate()) {
-        if (!pass_gate(*gate, *side, deadline)) return false;
-        pass = GatePass(gate);
+        bool seized = false;
+        if (!pass_gate(a, *gate, deadline, pass, seized)) return false;
+        if (seized) {
+            // A probe at the gate acquired the lock already (the gate's owner had lost it).
+            MutexLock lock(mutex);
+            a.hold->gate_pass = std::move(pass);
+            return true;
+        }
     }
     if (!acquire_fresh(a, deadline)) return false;
     if (pass) {
@@ -130,11 +136,25 @@ bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
     return true;
 }
 
-// The local gate: true once passed; false at the deadline (try_lock(): at once) while another
-// thread of this client holds or acquires the lock.
-bool RedisLockClient::Impl::pass_gate(LocalGate& gate, const LockSide& side, std::optional<SteadyTime> deadline) {
-    switch (gate.enter(deadline, &stats.gate_waits)) {
+// The local gate: true once passed (`pass` set); false at the deadline (try_lock(): at once)
+// while another thread of this client holds or acquires the lock. A waiter asks Redis itself
+// every claim_refresh (a plain try, keeping its place): the owner's hold may be gone (lease ran
+// out, deleted from outside) and then the lock is free for everybody, local threads included,
+// as it was without the gate. If that try acquires, the waiter seizes the gate (`seized`).
+bool RedisLockClient::Impl::pass_gate(Acquisition& a, LocalGate& gate, std::optional<SteadyTime> deadline,
+                                      GatePass& pass, bool& seized) {
+    const LockSide& side = *a.side;
+    LocalGate::Probe probe;
+    probe.every = std::chrono::duration_cast<std::chrono::microseconds>(options.claim_refresh);
+    probe.probe = [&] {
+        AttemptResult r;
+        seized = try_fresh(a, nullptr, r);
+        return seized;
+    };
+    std::uint64_t passage = 0;
+    switch (gate.enter(deadline, &stats.gate_waits, &passage, &probe)) {
         case LocalGate::Entry::Entered:
+            pass = GatePass(&gate, passage);
             return true;
         case LocalGate::Entry::TimedOut:
             return false;

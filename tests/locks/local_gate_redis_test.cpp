@@ -173,6 +173,40 @@ TEST_F(LocalGateRedisTest, DestroyingTheClientWakesGateWaiters) {
     EXPECT_THROW(m.lock(), LockClientClosedError);
 }
 
+// The gate's owner holds a lock that Redis no longer gives it (deleted here, as if its lease ran
+// out): another thread of the process takes it within claim_refresh, as it would without the
+// gate (tests/strategies LockModeTest.ALockLostUnderAReaderIsCountedAndTheKeyDeleted relies on
+// it); the old owner's unlock then finds its hold lost and does not open the gate under the new
+// owner.
+TEST_F(LocalGateRedisTest, AWaiterTakesALockItsLocalOwnerLostWithinClaimRefresh) {
+    LockClientOptions o;
+    o.claim_refresh = 200ms;
+    LockProcess p(prefix_, o);
+    RedisMutex m(*p.locks, "lost-under-owner");
+    m.lock();
+    p.redis->command({"DEL", m.keys().mutex()});
+    std::promise<void> release;
+    std::atomic<bool> got{false};
+    std::thread other([&] {
+        RedisMutex mine(*p.locks, "lost-under-owner");
+        mine.lock();
+        got = true;
+        release.get_future().wait();
+        mine.unlock();
+    });
+    EXPECT_TRUE(eventually([&] { return got.load(); }, 10s));
+    m.unlock();  // found lost: reported, no throw; must not open the gate under `other`
+    EXPECT_EQ(p.locks->stats().unlocks_of_lost_holds, 1u);
+    std::async(std::launch::async, [&] {
+        RedisMutex third(*p.locks, "lost-under-owner");
+        EXPECT_FALSE(third.try_lock()) << "the new owner still has the gate";
+    }).get();
+    release.set_value();
+    other.join();
+    EXPECT_TRUE(m.try_lock());
+    m.unlock();
+}
+
 // With local_gate off every thread goes to Redis on its own (the behaviour before the gate).
 TEST_F(LocalGateRedisTest, WithTheGateOffEveryThreadQueuesInRedis) {
     LockClientOptions o;

@@ -144,11 +144,38 @@ TEST(LocalGateTest, CloseWakesEveryWaiterAndRefusesLaterEntries) {
     EXPECT_EQ(gate.enter(std::nullopt), Entry::Closed);
 }
 
+// A waiter probes every `every` while it waits, keeping its place; a probe that succeeds seizes
+// the gate, and the seized owner's leave() is then ignored (its passage is over).
+TEST(LocalGateTest, ASuccessfulProbeSeizesTheGateAndTheOldPassageEnds) {
+    LocalGate gate(std::chrono::hours(1));
+    std::uint64_t old_passage = 0;
+    ASSERT_EQ(gate.enter(std::nullopt, nullptr, &old_passage), Entry::Entered);
+    std::atomic<int> probes{0};
+    std::atomic<bool> free_now{false};
+    LocalGate::Probe probe;
+    probe.every = 10ms;
+    probe.probe = [&] {
+        probes.fetch_add(1);
+        return free_now.load();
+    };
+    std::uint64_t new_passage = 0;
+    auto seizer = std::async(std::launch::async, [&] { return gate.enter(kForever, nullptr, &new_passage, &probe); });
+    ASSERT_TRUE(eventually([&] { return probes.load() >= 2; })) << "it probes while it waits";
+    EXPECT_EQ(gate.waiting(), 1u) << "probing keeps its place";
+    free_now = true;
+    EXPECT_EQ(seizer.get(), Entry::Entered);
+    EXPECT_NE(new_passage, old_passage);
+    gate.leave(old_passage);  // the seized owner's late leave
+    EXPECT_TRUE(gate.taken()) << "ignored: the seizer owns the gate";
+    gate.leave(new_passage);
+    EXPECT_FALSE(gate.taken());
+}
+
 TEST(LocalGateTest, GatePassLeavesExactlyOnce) {
     LocalGate gate(5ms);
     {
         ASSERT_EQ(gate.enter(std::nullopt), Entry::Entered);
-        GatePass a(&gate);
+        GatePass a(&gate, gate.current_passage());
         GatePass b(std::move(a));
         EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
         EXPECT_TRUE(b);
@@ -160,7 +187,7 @@ TEST(LocalGateTest, GatePassLeavesExactlyOnce) {
     // An exception unwinding a pass leaves the gate too.
     try {
         ASSERT_EQ(gate.enter(std::nullopt), Entry::Entered);
-        GatePass p(&gate);
+        GatePass p(&gate, gate.current_passage());
         throw std::runtime_error("boom");
     } catch (const std::runtime_error&) {
     }
