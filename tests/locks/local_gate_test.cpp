@@ -62,10 +62,13 @@ TEST(LocalGateTest, StrictHandOffServesWaitersInArrivalOrder) {
     std::mutex m;
     std::vector<int> order;
     std::vector<std::thread> ts;
+    std::promise<void> checked;  // the first waiter keeps the gate until the leaver has tried
+    std::shared_future<void> checked_f = checked.get_future().share();
     constexpr int kWaiters = 4;
     for (int i = 0; i < kWaiters; ++i) {
         ts.emplace_back([&, i] {
             ASSERT_EQ(gate.enter(kForever), Entry::Entered);
+            if (i == 0) checked_f.wait();
             {
                 std::lock_guard l(m);
                 order.push_back(i);
@@ -77,6 +80,7 @@ TEST(LocalGateTest, StrictHandOffServesWaitersInArrivalOrder) {
     }
     gate.leave();
     EXPECT_EQ(gate.enter(std::nullopt), Entry::TimedOut) << "handed over: the leaver cannot barge back";
+    checked.set_value();
     for (auto& t : ts) t.join();
     EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
     EXPECT_FALSE(gate.taken());
@@ -87,9 +91,11 @@ TEST(LocalGateTest, AWaiterThatWaitedHandOffAfterIsHandedTheGate) {
     LocalGate gate(30ms);
     ASSERT_EQ(gate.enter(std::nullopt), Entry::Entered);
     std::promise<Entry> got;
+    std::promise<void> checked;  // the waiter keeps the gate until the leaver has tried
     std::thread waiter([&] {
         const Entry e = gate.enter(kForever);
         got.set_value(e);
+        checked.get_future().wait();
         if (e == Entry::Entered) gate.leave();
     });
     ASSERT_TRUE(eventually([&] { return gate.waiting() == 1u; }));
@@ -98,6 +104,7 @@ TEST(LocalGateTest, AWaiterThatWaitedHandOffAfterIsHandedTheGate) {
     std::this_thread::sleep_for(30ms);
     gate.leave();
     EXPECT_EQ(gate.enter(std::nullopt), Entry::TimedOut) << "the gate went to the waiter, not back to the leaver";
+    checked.set_value();
     EXPECT_EQ(got.get_future().get(), Entry::Entered);
     waiter.join();
 }
