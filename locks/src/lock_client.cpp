@@ -55,7 +55,10 @@ LockClientOptions checked(LockClientOptions o) {
 // Impl: construction and destruction
 
 RedisLockClient::Impl::Impl(RedisClient& r, LockClientOptions o)
-    : redis(r), options(checked(std::move(o))), id(random_client_id()) {}
+    : redis(r),
+      options(checked(std::move(o))),
+      id(random_client_id()),
+      gates(std::chrono::duration_cast<std::chrono::microseconds>(options.handoff_after)) {}
 
 RedisLockClient::Impl::~Impl() {
     // Normally close() ran already (~RedisLockClient); this covers a constructor that threw.
@@ -101,6 +104,7 @@ void RedisLockClient::Impl::close() {
     // Waiters wake and leave with LockClientClosedError; calls under way finish (each is one
     // round trip, bounded by the Redis timeouts).
     wake_everyone();
+    gates.close_all();  // threads queued at a local gate leave with LockClientClosedError too
     {
         MutexLock lock(mutex);
         while (calls_in_use != 0) calls_done_cv.wait(mutex);
@@ -248,6 +252,7 @@ LockClientStats RedisLockClient::stats() const {
     r.losses = s.losses.load();
     r.unlocks_of_lost_holds = s.unlocks_of_lost_holds.load();
     r.unlock_errors = s.unlock_errors.load();
+    r.gate_waits = s.gate_waits.load();
     r.acquire_latency = s.acquire_latency.snapshot();
     r.hold_time = s.hold_time.snapshot();
     return r;

@@ -21,6 +21,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_client.h"
+#include "local_gate.h"
 
 namespace lockstep {
 
@@ -107,6 +108,10 @@ public:
     // The last release of owner's hold, as the client sends it when it is destroyed.
     virtual ScriptCall release_call(const std::string& owner) const = 0;
     virtual WakeRule wake_rule() const = 0;
+    // The local gate threads of this client pass before they acquire this side afresh (docs/
+    // locks.md "The local gate"); null: none (read-write lock sides, LockClientOptions::local_gate
+    // off), every thread goes to Redis itself.
+    virtual LocalGate* gate() const { return nullptr; }
 
 private:
     HoldSettings settings_;
@@ -128,6 +133,9 @@ struct Hold {
     bool lost = false;
     bool active = true;  // false once unlocked or forgotten: late renewal results are ignored
     SteadyTime acquired_at{};  // stats.hold_time
+    // The local gate this hold keeps for its whole life (empty without a gate); left when the
+    // hold is forgotten (forget(): released, found lost at unlock, failed release, closed client).
+    GatePass gate_pass;
 };
 
 struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Impl> {
@@ -152,6 +160,9 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // The stages of acquire (issue 14 item 7), each with its invariant where it is defined.
     struct Acquisition;
     bool reenter(Acquisition& a, const std::shared_ptr<Hold>& held);
+    bool pass_gate(Acquisition& a, LocalGate& gate, std::optional<SteadyTime> deadline, GatePass& pass,
+                   bool& seized);
+    bool acquire_fresh(Acquisition& a, std::optional<SteadyTime> deadline);
     bool try_fresh(Acquisition& a, const WaitTicket* ticket, AttemptResult& out);
     void register_hold(Acquisition& a, SteadyTime sent, FenceToken token);
     bool wait_for_turn(Acquisition& a, SteadyTime deadline);
@@ -186,10 +197,12 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     LockClientOptions options;
     std::string id;
     bool eviction_possible = false;  // set once, before start()
+    // The local gates, one per mutex key (docs/locks.md "The local gate"); after `options`.
+    LocalGateTable gates;
 
     struct Stats {
         std::atomic<std::uint64_t> acquire_attempts{0}, acquired{0}, wakeups{0}, renew_batches{0},
-            renewals{0}, losses{0}, unlocks_of_lost_holds{0}, unlock_errors{0};
+            renewals{0}, losses{0}, unlocks_of_lost_holds{0}, unlock_errors{0}, gate_waits{0};
         LatencyHistogram acquire_latency, hold_time;  // LockClientStats
     } stats;
 

@@ -94,6 +94,7 @@ struct RedisLockClient::Impl::Acquisition {
     const std::string owner;  // this thread's owner id
     const std::string hid;    // hold_id(side->hold_key(), owner)
     const SteadyTime started = SteadyClock::now();  // stats.acquire_latency
+    std::shared_ptr<Hold> hold;  // set by register_hold: the new hold
 };
 
 // The flow: re-entry (L6), else a fresh try, else wait for a turn (L7, L9). A thread whose
@@ -113,10 +114,61 @@ bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
         auto it = holds.find(a.hid);
         if (it != holds.end()) held = it->second;
     }
-    if (held) return reenter(a, held);
+    if (held) return reenter(a, held);  // L6: re-entry never waits at the local gate
 
+    GatePass pass;  // leaves the gate however this acquisition fails (false, a throw)
+    if (LocalGate* gate = side->gate()) {
+        bool seized = false;
+        if (!pass_gate(a, *gate, deadline, pass, seized)) return false;
+        if (seized) {
+            // A probe at the gate acquired the lock already (the gate's owner had lost it).
+            MutexLock lock(mutex);
+            a.hold->gate_pass = std::move(pass);
+            return true;
+        }
+    }
+    if (!acquire_fresh(a, deadline)) return false;
+    if (pass) {
+        // The hold keeps the gate until it is forgotten (redis_release.cpp forget()).
+        MutexLock lock(mutex);
+        a.hold->gate_pass = std::move(pass);
+    }
+    return true;
+}
+
+// The local gate: true once passed (`pass` set); false at the deadline (try_lock(): at once)
+// while another thread of this client holds or acquires the lock. A waiter asks Redis itself
+// every claim_refresh (a plain try, keeping its place): the owner's hold may be gone (lease ran
+// out, deleted from outside) and then the lock is free for everybody, local threads included,
+// as it was without the gate. If that try acquires, the waiter seizes the gate (`seized`).
+bool RedisLockClient::Impl::pass_gate(Acquisition& a, LocalGate& gate, std::optional<SteadyTime> deadline,
+                                      GatePass& pass, bool& seized) {
+    const LockSide& side = *a.side;
+    LocalGate::Probe probe;
+    probe.every = std::chrono::duration_cast<std::chrono::microseconds>(options.claim_refresh);
+    probe.probe = [&] {
+        AttemptResult r;
+        seized = try_fresh(a, nullptr, r);
+        return seized;
+    };
+    std::uint64_t passage = 0;
+    switch (gate.enter(deadline, &stats.gate_waits, &passage, &probe)) {
+        case LocalGate::Entry::Entered:
+            pass = GatePass(&gate, passage);
+            return true;
+        case LocalGate::Entry::TimedOut:
+            return false;
+        case LocalGate::Entry::Closed:
+            break;
+    }
+    throw LockClientClosedError("lock '" + side.name() + "': the lock client was destroyed while this thread waited");
+}
+
+// A fresh acquisition in Redis: a try, else wait for a turn (L7, L9).
+bool RedisLockClient::Impl::acquire_fresh(Acquisition& a, std::optional<SteadyTime> deadline) {
+    const LockSide& side = *a.side;
     const bool may_wait = deadline && SteadyClock::now() < *deadline;
-    if (!may_wait || !listening_on(side->wait_channel())) {
+    if (!may_wait || !listening_on(side.wait_channel())) {
         AttemptResult r;
         if (try_fresh(a, nullptr, r)) return true;
         if (!deadline || SteadyClock::now() >= *deadline) return false;
@@ -177,6 +229,7 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, Fence
     {
         MutexLock lock(mutex);
         wake_watchdog = h->next_check < watchdog_wakes_at;
+        a.hold = h;
         holds[a.hid] = std::move(h);
     }
     if (wake_watchdog) watchdog_cv.notify_all();

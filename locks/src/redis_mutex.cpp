@@ -29,7 +29,8 @@ public:
           fence_ttl_ms_(ms(impl.options.fence_counter_ttl)),
           grace_ms_(ms(impl.options.waiter_grace)),
           handoff_window_ms_(ms(impl.options.handoff_window)),
-          handoff_after_us_(std::to_string(impl.options.handoff_after.count() * 1000)) {}
+          handoff_after_us_(std::to_string(impl.options.handoff_after.count() * 1000)),
+          gate_(impl.options.local_gate ? impl.gates.get(key_) : nullptr) {}
 
     const char* kind() const override { return "mutex"; }
     const SideFaultPoints& fault_points() const override {
@@ -79,12 +80,16 @@ public:
         return {&lock_scripts::mutex_release(), {key_, queue_, queue_expiry_}, {owner, "1", handoff_window_ms_, handoff_after_us_}};
     }
     WakeRule wake_rule() const override { return WakeRule::NamedWaiter; }
+    LocalGate* gate() const override { return gate_.get(); }
 
 private:
     RedisLockClient::Impl& impl_;
     const std::string name_, key_, fence_, queue_, queue_expiry_, channel_;
     const std::string lease_ms_, fence_ttl_ms_, grace_ms_;
     const std::string handoff_window_ms_, handoff_after_us_;  // issue 14 item 5 (wake_next)
+    // Shared by every lock object of this name on this client (LocalGateTable), kept alive by
+    // this side and so by every hold of it.
+    const std::shared_ptr<LocalGate> gate_;
 };
 
 }  // namespace

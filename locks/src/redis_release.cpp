@@ -107,11 +107,15 @@ void RedisLockClient::Impl::count_down(Release& rel) {
     }
 }
 
-// The hold leaves the registry; a renewal under way for it is ignored when it answers (L5).
+// The hold leaves the registry; a renewal under way for it is ignored when it answers (L5). Its
+// local gate opens last, after the registry lock is given back: the next local thread finds
+// this thread's hold gone (docs/locks.md "The local gate").
 void RedisLockClient::Impl::forget(Release& rel) {
     stats.hold_time.record(SteadyClock::now() - rel.held->acquired_at);
+    GatePass pass;  // destroyed after `lock`: leaves the gate
     MutexLock lock(mutex);
     rel.held->active = false;
+    pass = std::move(rel.held->gate_pass);
     auto it = holds.find(rel.hid);
     if (it != holds.end() && it->second == rel.held) holds.erase(it);
 }

@@ -94,6 +94,10 @@ TEST_F(LostLockTest, DestroyingTheClientWakesWaitersAndReleasesHolds) {
     o.on_lost = [&](const LockLoss& l) {
         if (l.reason == LockLossReason::ClientClosed) closed_reports.fetch_add(1);
     };
+    // The mutex waiter below is a thread of the holder's own client: this test is about a waiter
+    // in the Redis queue, so the local gate (which would keep it in the process) is off. Gate
+    // waiters woken by the destruction: LocalGateRedisTest.DestroyingTheClientWakesGateWaiters.
+    o.local_gate = false;
     auto doomed = std::make_unique<LockProcess>(prefix_, o);
     LockProcess observer(prefix_);
     RedisMutex m(*doomed->locks, "doomed-mutex");

@@ -475,6 +475,13 @@ TEST_F(RedisMutexTest, L7_LostWakeUpCostsAtMostTheRemainingTtl) {
 
 TEST_F(RedisMutexTest, L9_ReleaseWakesExactlyOneWaiter) {
     constexpr int kWaiters = 6;  // 3 in each of two clients
+    // L9 is about the Redis wait queue: 3 waiters per client must all be in it, so the local
+    // gate (which would keep 2 of each client's 3 in the process) is off here. With the gate on,
+    // LocalGateRedisTest.OnlyOneThreadPerClientJoinsTheRedisQueue shows one waiter per client.
+    LockClientOptions ungated;
+    ungated.local_gate = false;
+    a_ = std::make_unique<LockProcess>(prefix_, ungated);
+    b_ = std::make_unique<LockProcess>(prefix_, ungated);
     RedisMutex holder(*a_->locks, "herd", {.lease = 30000ms});
     holder.lock();
     Arrivals sleeping;

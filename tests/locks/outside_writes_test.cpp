@@ -42,6 +42,11 @@ protected:
 // process (each re-ran its acquire script). Mutex releases always name one waiter of the
 // client; malformed or foreign messages now wake nobody, on the rw channel too.
 TEST_F(OutsideWritesTest, B5_MalformedMessagesOnWaitChannelsWakeNobody) {
+    // 3 mutex waiters of client a must all sleep in the Redis queue (on a's wait channel), so
+    // the local gate, which would keep 2 of them in the process, is off for a.
+    LockClientOptions ungated;
+    ungated.local_gate = false;
+    a_ = std::make_unique<LockProcess>(prefix_, ungated);
     RedisMutex held(*b_->locks, "b5", {.lease = 30000ms});
     RedisReadWriteLock held_rw(*b_->locks, "b5rw", {.lease = 30000ms});
     ASSERT_TRUE(held.try_lock());

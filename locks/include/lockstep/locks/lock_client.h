@@ -100,6 +100,16 @@ struct LockClientOptions {
     // 10-107 ms, 20-53% same-thread. Hence 5 ms.
     std::chrono::milliseconds handoff_window{100};
     std::chrono::milliseconds handoff_after{5};
+    // The local gate (RedisMutex only; docs/locks.md "The local gate"): threads of this client
+    // that want the same mutex queue in this process, and only the one that passed the gate
+    // talks to Redis, for its acquisition and its hold's whole life. Redis then sees one
+    // contender per process and name; a hand-over between threads of one process costs no
+    // publish and no wasted try. The gate follows handoff_after too (barging while waits are
+    // short, a direct hand-over to the oldest local waiter once it waited handoff_after).
+    // try_lock() fails at once while another thread of this client holds or acquires the mutex;
+    // try_lock_for/until wait at the gate until their deadline. false: every thread goes to
+    // Redis on its own (the behaviour before the gate, kept for tests and benchmarks).
+    bool local_gate = true;
     // TTL of the fencing counter key. Tokens stay increasing when it expires (the server clock
     // is the floor); while it lives it also covers small backward steps of the server clock.
     std::chrono::milliseconds fence_counter_ttl{std::chrono::hours(24)};
@@ -123,6 +133,7 @@ struct LockClientStats {
     std::uint64_t losses = 0;            // holds reported lost
     std::uint64_t unlocks_of_lost_holds = 0;  // unlock() calls that found the hold lost (no throw)
     std::uint64_t unlock_errors = 0;     // unlock() calls whose release failed (Redis unreachable)
+    std::uint64_t gate_waits = 0;        // acquisitions that waited at a local gate (local_gate)
     // Latency histograms of this client's locks (all names, mutexes and read-write locks):
     // acquire_latency from the lock()/try_lock call to a new acquisition (the wait included;
     // re-entries and failed tries are not recorded), hold_time from a new acquisition to its

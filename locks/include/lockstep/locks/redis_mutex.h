@@ -93,7 +93,10 @@ public:
 
     // Blocks until acquired (or options.max_wait passes: TimeoutError).
     void lock();
-    // One attempt, no waiting.
+    // One attempt, no waiting. With the local gate (LockClientOptions::local_gate, the default)
+    // it fails at once, sending nothing, while another thread of this client holds or is
+    // acquiring this mutex (a spurious failure TimedLockable allows); try_lock_for/until wait
+    // for that thread at the gate until their deadline.
     bool try_lock();
     template <class Rep, class Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
