@@ -26,6 +26,7 @@
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/servers/local_redis_cluster.h"
 #include "test_servers.h"
+#include "topology_test_support.h"
 
 namespace lockstep {
 namespace {
@@ -33,19 +34,13 @@ namespace {
 using namespace std::chrono_literals;
 
 using test::eventually;
+using test::on_node;
 
 // One cluster for this file (3 masters, one replica each); the failover test runs last and
 // gives the killed node back.
 LocalRedisCluster& cluster() {
     static LocalRedisCluster instance;
     return instance;
-}
-
-RedisReply on_node(int port, const std::vector<std::string>& args) {
-    RedisOptions o;
-    o.port = port;
-    RedisConnection conn(o);
-    return conn.command(args);
 }
 
 // `field` of CLUSTER INFO on one node (Redis leaves a counter out while it is 0).
