@@ -364,9 +364,9 @@ void register_handover(Environment& env, Plan& plan) {
                     " µs of CPU (alone " + fixed(solo_client_cpu + solo_redis_cpu, 0) + "), so " +
                     std::to_string(cores) + " cores cap it near " +
                     per_second(cores * 1e6 / (client_cpu + redis_cpu), "cycles") +
-                    " before anything else runs; a thread that has to wait runs 2 acquire scripts (a try that "
-                    "queues it, a try after its wake-up; a plain try first only when no other thread of "
-                    "its client waits) and is woken through the subscriber thread";
+                    " before anything else runs; threads of one process queue at the local gate, and the one "
+                    "that waits in Redis for the other process runs 2 acquire scripts (a try that queues "
+                    "it, a try after its wake-up) and is woken through the subscriber thread";
             }
             row.data["client_cpu_us_per_cycle"] = client_cpu;
             row.data["redis_cpu_us_per_cycle"] = redis_cpu;

@@ -105,7 +105,7 @@ TEST_F(LostLockTest, DestroyingTheClientWakesWaitersAndReleasesHolds) {
     const std::string mutex_key = m.keys().mutex();
     const std::string writer_key = rw.keys().rw_writer();
 
-    std::atomic<bool> holding{false}, leave{false}, unlock_threw{false}, lost_seen{false};
+    std::atomic<bool> holding{false}, leave{false}, lost_seen{false};
     std::thread holder([&] {
         std::scoped_lock hold(m);
         std::unique_lock write(rw);
