@@ -99,6 +99,7 @@ void RedisClusterRouter::refresh() {
 std::vector<int> RedisClusterRouter::load_map() {
     // Ask the masters we know first (they are the live view), then the seeds.
     std::vector<std::string> candidates;
+    if (map_connection_) candidates.push_back(map_connection_address_);  // the last one that answered
     {
         ReaderMutexLock lock(mutex_);
         for (auto* p : masters_) candidates.push_back(addresses_.at(p));
@@ -112,13 +113,20 @@ std::vector<int> RedisClusterRouter::load_map() {
         try {
             const NodeAddress node = split_address(address);
             host = node.host;
-            RedisConnection conn(node_options(options_, node.host, node.port));
-            reply = conn.command({"CLUSTER", "SLOTS"});
+            if (!map_connection_ || map_connection_address_ != address) {
+                map_connection_.reset();
+                map_connection_ = std::make_unique<RedisConnection>(node_options(options_, node.host, node.port));
+                map_connection_address_ = address;
+            }
+            reply = map_connection_->command({"CLUSTER", "SLOTS"});
+            if (map_connection_->broken()) map_connection_.reset();
         } catch (const Error& e) {
+            map_connection_.reset();
             last_error = e.what();
             continue;
         }
         if (reply.is_error() || reply.type() != RedisReply::Type::Array) {
+            map_connection_.reset();  // ask another node next time
             last_error = address + " answered CLUSTER SLOTS with " +
                          (reply.is_error() ? reply.error_message() : std::string(reply.type_name()));
             continue;

@@ -110,6 +110,11 @@ private:
     // The last master seen for each slot (kept when a map leaves the slot out), to tell a
     // replaced master from a first map or an uncovered slot.
     std::array<RedisConnectionPool*, kRedisClusterSlots> last_owner_ GUARDED_BY(refresh_mutex_){};
+    // The connection the last map came from, kept for the next CLUSTER SLOTS (the watch thread
+    // asks every second while listeners exist: one connection, not one per refresh). Dropped
+    // when it fails; the next refresh connects to the first candidate that answers.
+    std::unique_ptr<RedisConnection> map_connection_ GUARDED_BY(refresh_mutex_);
+    std::string map_connection_address_ GUARDED_BY(refresh_mutex_);
     std::atomic<bool> stale_{true};
     std::atomic<unsigned> next_any_{0};
     Mutex listeners_mutex_;

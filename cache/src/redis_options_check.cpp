@@ -9,6 +9,10 @@ void check_redis_options(const RedisOptions& o) {
     if (o.port < 1 || o.port > 65535)
         throw ConfigError("port", "must be in 1..65535, got " + std::to_string(o.port));
     if (o.db < 0) throw ConfigError("database", "must not be negative, got " + std::to_string(o.db));
+    // A cluster node refuses SELECT n > 0: every connection would fail and a command would wait
+    // out failover_wait for a "no master serves slot" (parse_redis_url refuses it too).
+    if (o.topology == RedisTopology::Cluster && o.db != 0)
+        throw ConfigError("database", "Redis Cluster has only database 0, got " + std::to_string(o.db));
     // SO_RCVTIMEO / SO_SNDTIMEO of zero mean "no timeout": a hang, which lockstep never allows.
     if (o.connect_timeout.count() <= 0) throw ConfigError("connect_timeout", "must be positive");
     if (o.socket_timeout.count() <= 0) throw ConfigError("socket_timeout", "must be positive");
