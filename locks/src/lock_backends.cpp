@@ -13,15 +13,23 @@
 namespace lockstep {
 
 void register_builtin_lock_backends() {
-    register_lock_backend("redis", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
-        ReplicationWait wait;  // ?wait_replicas=N&wait_timeout=D (RACES L8)
-        return std::make_unique<RedisLockService>(parse_redis_url(take_replication_wait(url, wait)), std::move(o), wait);
-    });
-    register_lock_backend("redis-fair", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
-        // The same URL as redis://, only the scheme chooses the fair mutex.
-        return std::make_unique<RedisFairLockService>(parse_redis_url("redis" + std::string(url.substr(url.find(':')))),
-                                                      std::move(o));
-    });
+    // redis:// and the topology schemes of cache/ (redis+cluster://, redis+sentinel://): one
+    // RedisClient routes every lock key to its slot's master or to the sentinels' master.
+    for (const char* scheme : {"redis", "redis+cluster", "redis+sentinel"}) {
+        register_lock_backend(scheme, [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
+            ReplicationWait wait;  // ?wait_replicas=N&wait_timeout=D (RACES L8)
+            return std::make_unique<RedisLockService>(parse_redis_url(take_replication_wait(url, wait)), std::move(o),
+                                                      wait);
+        });
+    }
+    // The same URLs as above with "redis-fair" in place of "redis": only the scheme chooses the
+    // fair mutex ("redis-fair+cluster://a:1,b:2" opens "redis+cluster://a:1,b:2").
+    for (const char* scheme : {"redis-fair", "redis-fair+cluster", "redis-fair+sentinel"}) {
+        register_lock_backend(scheme, [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
+            const std::string redis_url = "redis" + std::string(url.substr(std::string_view("redis-fair").size()));
+            return std::make_unique<RedisFairLockService>(parse_redis_url(redis_url), std::move(o));
+        });
+    }
     register_lock_backend("mysql", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
         return std::make_unique<MysqlLockService>(parse_mysql_url(url), std::move(o));
     });

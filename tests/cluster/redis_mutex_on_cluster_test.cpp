@@ -17,6 +17,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/cache/redis_cluster_slot.h"
 #include "lockstep/locks/lock_client.h"
+#include "lockstep/locks/lock_service.h"
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/servers/local_redis_cluster.h"
 
@@ -91,6 +92,36 @@ TEST(RedisMutexOnCluster, AReleaseWakesAWaiterOfAnotherClientOnEveryMaster) {
         // Woken by the message, not by its 30 s re-check.
         EXPECT_LT(waiter.get(), 5s);
         EXPECT_GT(b.locks->stats().wakeups, static_cast<std::uint64_t>(before));
+    }
+}
+
+// "Any lockstep program works unchanged when given a cluster URL" (issue 12): the lock service
+// URL of a program (repository options, the conformance backends, the demo) opens on a cluster
+// too. Before, open_lock_service knew only redis:// and redis-fair:// (ConfigError "unknown
+// scheme 'redis+cluster'"), and redis-fair's opener dropped a "+cluster" from the scheme.
+TEST(RedisMutexOnCluster, LockServiceUrlsWithTheClusterSchemeOpenAndLockOnEveryMaster) {
+    ASSERT_TRUE(cluster().wait_until_ok(20s));
+    const std::string url = cluster().url();
+    ASSERT_EQ(url.rfind("redis+cluster://", 0), 0u) << url;
+    RedisClient probe(cluster().redis_options());
+    for (const std::string scheme : {"redis", "redis-fair"}) {
+        auto service = open_lock_service(scheme + url.substr(5), {.prefix = prefix() + "svc:"});
+        EXPECT_EQ(service->backend(), scheme);
+        std::set<std::string> masters;
+        for (int i = 0; i < 20; ++i) {
+            const std::string name = scheme + ":" + std::to_string(i);
+            auto a = service->make_mutex(name);
+            a->lock();
+            // A second service on the same URL (another process's view) finds it held.
+            auto other = open_lock_service(scheme + url.substr(5), {.prefix = prefix() + "svc:"});
+            auto b = other->make_mutex(name);
+            EXPECT_FALSE(b->try_lock()) << scheme << " " << name;
+            a->unlock();
+            ASSERT_TRUE(b->try_lock()) << scheme << " " << name;
+            b->unlock();
+            masters.insert(probe.cluster_master_of(prefix() + "svc:{" + name + "}:lock"));
+        }
+        EXPECT_EQ(masters.size(), 3u) << scheme << ": the 20 names should cover every master";
     }
 }
 

@@ -55,9 +55,10 @@ struct LockServiceOptions {
     std::function<void(const LockLoss&)> on_lost;
 };
 
-// Opens a service by URL, choosing the backend by scheme: redis://, redis-fair:// (the same
-// URL syntax as redis://), mysql://, zookeeper://host:port[,host:port...][?session_timeout_ms=N],
-// memory:, redlock://host:port,host:port,... (redlock_lock_service.h). ConfigError for an
+// Opens a service by URL, choosing the backend by scheme: redis://, redis+cluster://,
+// redis+sentinel:// (uri.h), redis-fair:// and redis-fair+cluster:// / redis-fair+sentinel://
+// (the same URL syntax as redis://, redis+cluster://, redis+sentinel://), mysql://,
+// zookeeper://host:port[,host:port...][?session_timeout_ms=N], memory:, redlock://host:port,host:port,... (redlock_lock_service.h). ConfigError for an
 // unknown scheme (the message lists the registered ones) or a bad URL.
 std::unique_ptr<LockService> open_lock_service(std::string_view url, LockServiceOptions options = {});
 
