@@ -524,4 +524,6 @@ return 0
     return script;
 }
 
+const char* next_fence_lua() { return kNextFence; }
+
 }  // namespace lockstep::lock_scripts

@@ -22,4 +22,8 @@ const RedisScript& rw_write_acquire();
 const RedisScript& rw_write_release();
 const RedisScript& rw_leave();
 
+// The fencing-token rule as a Lua function `next_fence(key, ttl, clock_us)`, for the scripts of
+// other Redis lock kinds that share a name's counter (the fair mutex): one rule, one text.
+const char* next_fence_lua();
+
 }  // namespace lockstep::lock_scripts

@@ -14,6 +14,7 @@
 #include "child_process.h"
 #include "lockstep/locks/redis_fair_lock_service.h"
 #include "lockstep/locks/redis_lock_service.h"
+#include "fair_test_support.h"
 #include "test_servers.h"
 
 namespace lockstep::test {
@@ -22,20 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::string fair_prefix() {
-    static std::atomic<int> n{0};
-    return "fair" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1)) + ":";
-}
-
-// Waits (bounded) until `name`'s line is `n` long: the waiters' arrival is then decided.
-bool line_reaches(RedisFairLockService& s, const std::string& name, long long n) {
-    const auto deadline = Clock::now() + 10s;
-    while (s.queue_length(name) < n) {
-        if (Clock::now() > deadline) return false;
-        std::this_thread::sleep_for(1ms);
-    }
-    return true;
-}
+std::string fair_prefix() { return fair_test_prefix("fair"); }
 
 TEST(RedisFairMutex, WaitersAcquireInArrivalOrderAndNobodyBarges) {
     LockServiceOptions o;

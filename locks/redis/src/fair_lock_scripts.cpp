@@ -1,12 +1,24 @@
 // RedisFairMutex's scripts. Keys of one name (all under the hash tag {<name>}, one slot):
-//   <stem>:fair      string: the holder's owner id, TTL = lease
-//   <stem>:fair:q    list: waiters in server-side arrival order (FIFO)
-//   <stem>:fair:qx   zset: waiter -> expiry (server ms); a waiter refreshes it at every re-check
+//   <stem>:fair      string: "<waiter id>#<token>" of the holder, TTL = its lease
+//   <stem>:fair:q    list: waiter ids in server-side arrival order (FIFO)
+//   <stem>:fair:qx   zset: waiter id -> expiry (server ms); a waiter refreshes it at every re-check
 //   <stem>:fence     the fencing counter, shared with RedisMutex / RedisReadWriteLock of the name
-// Waiter channels: <stem>:fair:ch:<waiter id>.
+// Waiter channels: <stem>:fair:ch:<service id>, one per (service, name), sharded (SPUBLISH).
+//
+// A waiter id is "<service id>:<thread>:w<attempt>:<lease ms>": the release script reads from it
+// where to publish the grant (the service id) and for how long the granted hold lasts (the
+// lease), so the line needs no per-waiter hash (one list entry and one zset entry per waiter).
+//
+// Grant on release: a release (or a leaver, or a waiter whose re-check finds the lock free)
+// does not free the lock while the line has a live waiter; it makes that waiter the holder (the
+// lock key becomes "<waiter id>#<token>" with the waiter's lease, the token drawn from the
+// shared counter) and SPUBLISHes "<waiter id> <token>" on the waiter's service channel. The woken
+// waiter runs no script: the message is its acquisition.
 #include "fair_lock_scripts.h"
 
 #include <string>
+
+#include "lock_scripts.h"  // next_fence_lua(): the fencing rule, shared with RedisMutex
 
 namespace lockstep::fair_scripts {
 
@@ -31,57 +43,79 @@ local function drop_dead_heads(q, qx)
   end
 end
 
--- L9: tell the next live waiter, and only it. SPUBLISH counts the subscribers that got it: 0
--- means that waiter's process is gone (a waiter subscribes before it joins the line), so it
--- is dropped at once instead of after its grace, and the next one is told.
-local function wake_next(q, qx, channel_prefix)
+-- next_fence(key, ttl, clock_us): RedisMutex's rule and text (lock_scripts.cpp, put before this
+-- prelude by with_prelude, so the functions below see it as a local). The counter is shared with RedisMutex of the name: a token is always drawn,
+-- never re-read.
+
+-- Hands the lock to the oldest live waiter (L9: one waiter, by name) or frees it when nobody
+-- waits. The granted waiter leaves the line here. SPUBLISH counts the subscribers that got the
+-- grant: 0 means that waiter's process is gone (its service subscribes before it joins the
+-- line), so the next one is granted. A waiter of `self` (the calling service) is not published
+-- to: the caller delivers the grant in-process. Returns {waiter, token} for a grant the caller
+-- must deliver, nil otherwise. A token drawn for a waiter found gone is skipped (gaps are fine;
+-- the order is what fencing needs).
+local function grant_next(lock, q, qx, fence, fence_ttl, channel_prefix, self)
   for _ = 1, 64 do
     local head = drop_dead_heads(q, qx)
-    if not head then return end
-    if redis.call('spublish', channel_prefix .. head, 'go') > 0 then return end
+    if not head then break end
     redis.call('lpop', q)
     redis.call('zrem', qx, head)
+    local service = string.match(head, '^([^:]+):')
+    local lease = string.match(head, ':(%d+)$')
+    if service and lease then
+      local token = string.format('%.0f', next_fence(fence, fence_ttl, now_us))
+      redis.call('set', lock, head .. '#' .. token, 'px', lease)
+      if service == self then return {head, token} end
+      if redis.call('spublish', channel_prefix .. service, head .. ' ' .. token) > 0 then return nil end
+    end
   end
-end
-
--- Same rule as RedisMutex's counter (lock_scripts.cpp): last + 1, never below server µs.
-local function next_fence(key, ttl)
-  local last = tonumber(redis.call('get', key) or '0') or 0
-  local token = now_us
-  if last >= token then token = last + 1 end
-  redis.call('set', key, string.format('%.0f', token), 'px', ttl)
-  return token
+  redis.call('del', lock)
+  return nil
 end
 )lua";
 
-std::string with_prelude(const char* body) { return std::string(kPrelude) + body; }
+std::string with_prelude(const char* body) {
+    return std::string(lock_scripts::next_fence_lua()) + kPrelude + body;
+}
 
 }  // namespace
 
 // KEYS: 1 lock, 2 queue, 3 queue expiries, 4 fence.
-// ARGV: 1 waiter id (the owner id with an attempt number), 2 owner id, 3 lease ms, 4 grace ms,
-//       5 queue? (1: join or stay in the line when busy; 0: a try_lock, never queues),
-//       6 fence counter TTL ms.
+// ARGV: 1 waiter id, 2 lease ms, 3 grace ms, 4 queue? (1: join or stay in the line when busy;
+//       0: a try_lock, never queues), 5 fence counter TTL ms.
 // Returns {1, token} when acquired, {0, ms until the holder's lease ends} when busy.
 const RedisScript& acquire() {
     static const RedisScript s(with_prelude(R"lua(
-local head = drop_dead_heads(KEYS[2], KEYS[3])
 local holder = redis.call('get', KEYS[1])
--- FIFO: a free lock goes to the oldest live waiter; nobody may overtake it (no barging).
+local mine = ARGV[1] .. '#'
+-- Granted already, and the grant's message was lost (the subscription dropped) or is late: the
+-- waiter holds the lock. A fresh token, drawn (not read back from the value: the counter is
+-- shared, a token is handed out once); the stale message is ignored (the value changed).
+if holder and string.sub(holder, 1, #mine) == mine then
+  local token = next_fence(KEYS[4], tonumber(ARGV[5]), now_us)
+  redis.call('set', KEYS[1], mine .. string.format('%.0f', token), 'px', ARGV[2])
+  return {1, token}
+end
+-- FIFO: a free lock goes to the oldest live waiter; nobody may overtake it (no barging). (The
+-- line is only looked at when the lock is free: a held lock is handed on by its release.)
+local head
+if not holder then head = drop_dead_heads(KEYS[2], KEYS[3]) end
 if not holder and (not head or head == ARGV[1]) then
   if head == ARGV[1] then
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], ARGV[1])
   end
-  redis.call('set', KEYS[1], ARGV[2], 'px', ARGV[3])
-  return {1, next_fence(KEYS[4], tonumber(ARGV[6]))}
+  local token = next_fence(KEYS[4], tonumber(ARGV[5]), now_us)
+  redis.call('set', KEYS[1], mine .. string.format('%.0f', token), 'px', ARGV[2])
+  return {1, token}
 end
-if ARGV[5] == '1' then
-  if not redis.call('zscore', KEYS[3], ARGV[1]) then
-    redis.call('rpush', KEYS[2], ARGV[1])  -- arrival order is the server's, not the client's
+if ARGV[4] == '1' then
+  -- ZADD answers 1 for a new waiter only: it joins the line's tail (arrival order is the
+  -- server's, not the client's); a waiter already in line only refreshes its expiry.
+  if redis.call('zadd', KEYS[3], now_ms + tonumber(ARGV[3]), ARGV[1]) == 1 then
+    redis.call('rpush', KEYS[2], ARGV[1])
   end
-  redis.call('zadd', KEYS[3], now_ms + tonumber(ARGV[4]), ARGV[1])
-  local keep = tonumber(ARGV[4]) * 2 + tonumber(ARGV[3])
+  local keep = tonumber(ARGV[3]) * 2 + tonumber(ARGV[2])
   redis.call('pexpire', KEYS[2], keep)
   redis.call('pexpire', KEYS[3], keep)
 end
@@ -92,19 +126,21 @@ return {0, ttl}
     return s;
 }
 
-// KEYS: 1 lock, 2 queue, 3 queue expiries. ARGV: 1 owner id, 2 channel prefix.
-// Returns 1 when released (the next live waiter is told), 0 when the lock is not ours (lost, L3).
+// KEYS: 1 lock, 2 queue, 3 queue expiries, 4 fence.
+// ARGV: 1 the hold's value, 2 channel prefix, 3 fence counter TTL ms, 4 this service's id.
+// Returns 0 when the lock is not ours (lost, L3), 1 when released (freed, or granted to the next
+// waiter of another service), {waiter, token} when granted to a waiter of this service.
 const RedisScript& release() {
     static const RedisScript s(with_prelude(R"lua(
 if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('del', KEYS[1])
-wake_next(KEYS[2], KEYS[3], ARGV[2])
+local g = grant_next(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[3]), ARGV[2], ARGV[4])
+if g then return g end
 return 1
 )lua"));
     return s;
 }
 
-// KEYS: 1 lock. ARGV: 1 owner id, 2 lease ms. 1 renewed, 0 the hold is gone (L5: reported lost).
+// KEYS: 1 lock. ARGV: 1 the hold's value, 2 lease ms. 1 renewed, 0 the hold is gone (L5: lost).
 const RedisScript& renew() {
     static const RedisScript s(R"lua(
 if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -114,14 +150,30 @@ return 1
     return s;
 }
 
-// A waiter that gives up (timeout, error) leaves the line; if the lock is free, the new head is
-// told, so the line does not wait for the leaver's grace.
-// KEYS: 1 lock, 2 queue, 3 queue expiries. ARGV: 1 waiter id, 2 channel prefix.
+// A waiter that gives up (timeout, error) leaves the line. If a grant to it was made meanwhile
+// (its message in flight), the lock is its own: it is handed on as a release would, never left
+// held by a waiter that is gone. If the lock is free, the new head is granted it, so the line
+// does not wait for the leaver's grace.
+// KEYS: 1 lock, 2 queue, 3 queue expiries, 4 fence.
+// ARGV: 1 waiter id, 2 channel prefix, 3 fence counter TTL ms, 4 this service's id,
+//       5 the exact grant to undo ("<waiter>#<token>": an undeliverable grant) or "" (any grant).
+// Returns 1, or {waiter, token} when it granted a waiter of this service.
 const RedisScript& leave() {
     static const RedisScript s(with_prelude(R"lua(
 redis.call('lrem', KEYS[2], 0, ARGV[1])
 redis.call('zrem', KEYS[3], ARGV[1])
-if redis.call('exists', KEYS[1]) == 0 then wake_next(KEYS[2], KEYS[3], ARGV[2]) end
+local holder = redis.call('get', KEYS[1])
+local granted
+if ARGV[5] ~= '' then
+  granted = holder == ARGV[5]
+else
+  local mine = ARGV[1] .. '#'
+  granted = holder and string.sub(holder, 1, #mine) == mine
+end
+if granted or not holder then
+  local g = grant_next(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[3]), ARGV[2], ARGV[4])
+  if g then return g end
+end
 return 1
 )lua"));
     return s;

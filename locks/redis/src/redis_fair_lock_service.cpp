@@ -1,18 +1,32 @@
 // RedisFairLockService: the fair mutex's acquire / wait / release flow over fair_lock_scripts,
-// the watchdog that renews its holds, and the read-write locks delegated to RedisLockService.
+// the wait rooms that deliver grants, the watchdog that renews its holds, and the read-write
+// locks delegated to RedisLockService.
+//
+// Grant on release (fair_lock_scripts.cpp): a release hands the lock to the oldest live waiter
+// on the server, in the same script, and tells it "<waiter id> <token>"; the woken waiter runs no
+// script. A hand-over between two threads therefore costs the release's round trip and the
+// message's delivery (for a waiter of the releasing service, not even the message: the script
+// returns the grant and the releaser hands it over in-process).
 #include "lockstep/locks/redis_fair_lock_service.h"
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
+#include <cstdint>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "fair_lock_scripts.h"
 #include "hold_table.h"
 #include "hold_table_mutex.h"
 #include "lockstep/cache/redis_client.h"
-#include "lockstep/core/names.h"
+#include "lockstep/cache/redis_subscriber.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
+#include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
+#include "lockstep/core/names.h"
 #include "lockstep/locks/lock_keys.h"
 #include "lockstep/locks/redis_lock_service.h"
 
@@ -28,6 +42,10 @@ namespace {
 
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()); }
 
+// How long a name's room keeps its subscription after its last local waiter left: a name that
+// is contended again soon (the usual case) queues its next waiter in one round trip.
+constexpr auto kRoomLinger = 2s;
+
 struct FairKeys {
     FairKeys(const std::string& prefix, const std::string& name) : k(prefix, name) {}
     LockKeys k;
@@ -35,29 +53,48 @@ struct FairKeys {
     std::string queue() const { return k.stem() + ":fair:q"; }
     std::string queue_expiry() const { return k.stem() + ":fair:qx"; }
     std::string channel_prefix() const { return k.stem() + ":fair:ch:"; }
+    std::vector<std::string> all() const { return {lock(), queue(), queue_expiry(), k.fence()}; }
 };
 
-// One waiter's wake-up: set by the subscriber's thread when a release names this waiter.
-class Wakeup {
-public:
-    void notify() EXCLUDES(mu_) {
-        MutexLock g(mu_);
-        woken_ = true;
-        cv_.notify_one();
-    }
-    // Until notified or `until`, whichever is first; then forgets the notification.
-    void wait_until(SteadyTime until) EXCLUDES(mu_) {
-        MutexLock g(mu_);
-        while (!woken_) {
-            if (cv_.wait_until(mu_, until) == std::cv_status::timeout) break;
-        }
-        woken_ = false;
-    }
+std::optional<FenceToken> parse_token(std::string_view s) {
+    FenceToken t = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), t);
+    if (ec != std::errc() || p != s.data() + s.size() || t <= 0) return std::nullopt;
+    return t;
+}
 
-private:
-    Mutex mu_;
-    CondVar cv_;
-    bool woken_ GUARDED_BY(mu_) = false;
+// One thread waiting in a name's line. Its fields are guarded by its Room's mutex.
+struct Waiter {
+    std::string id;  // "<service id>:<thread>:w<attempt>:<lease ms>" (fair_lock_scripts.cpp)
+    CondVar cv;
+    bool granted = false;  // a grant named this waiter: it holds the lock with `token`
+    FenceToken token = 0;
+};
+
+// The waiters of one name in this service, and the service's subscription to the name's
+// channel (one per name, not one per attempt: no subscribe round trip per acquisition).
+struct Room {
+    std::string name;
+    std::string channel;
+    Mutex mu;
+    CondVar ready_cv;
+    bool ready GUARDED_BY(mu) = false;
+    std::exception_ptr failed GUARDED_BY(mu);
+    std::vector<Waiter*> waiters GUARDED_BY(mu);
+    // Set once, before `ready`; moved out (and reset outside every lock) by whoever drops the room.
+    RedisSubscriber::Subscription subscription;
+    // Guarded by State::rooms_mu (another object's mutex: not annotated).
+    int refs = 0;
+    SteadyTime idle_since{};
+};
+
+// A grant this service received for a waiter it no longer has (its leave failed, or the waiter
+// took the lock by a re-check with a fresh token before the message came): undone by the
+// watchdog with the leave script, which hands it on only if the lock still holds exactly it.
+struct Orphan {
+    std::string name;
+    std::string waiter;
+    std::string value;  // "<waiter>#<token>"
 };
 
 }  // namespace
@@ -69,6 +106,16 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         redis = std::make_unique<RedisClient>(redis_options);
         rw = std::make_unique<RedisLockService>(redis_options, std::move(o));
     }
+    // The rooms' callbacks point at this State and their Room: end every subscription first.
+    ~State() override {
+        std::vector<RedisSubscriber::Subscription> subs;
+        {
+            MutexLock g(rooms_mu);
+            for (auto& [n, r] : rooms) subs.push_back(std::move(r->subscription));
+            rooms.clear();
+        }
+        subs.clear();
+    }
 
     RedisOptions redis_options;
     std::string prefix;
@@ -78,79 +125,284 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     std::unique_ptr<RedisLockService> rw;
     std::atomic<std::uint64_t> attempts{0};
 
+    Mutex rooms_mu;
+    std::map<std::string, std::shared_ptr<Room>> rooms GUARDED_BY(rooms_mu);
+
     Mutex mu;
     CondVar wake;
     bool stopping GUARDED_BY(mu) = false;
+    std::vector<Orphan> orphans GUARDED_BY(mu);
+    bool replan GUARDED_BY(mu) = false;
+    // The watchdog's period: lease/3 of the shortest lease any hold of this service had (a hold
+    // is registered only after acquire() returns, so the watchdog's snapshot may miss the newest
+    // one: the period must already fit it), at most 1 s. Only a hold with a shorter lease than
+    // any before wakes the watchdog: not one futex wake per acquisition.
+    std::atomic<std::int64_t> period_ms{1000};
     std::thread watchdog;
+
+    static const std::string& value_of(const Hold& h) { return *static_cast<const std::string*>(h.state.get()); }
 
     bool acquire(Hold& h, SteadyTime deadline) override {
         FairKeys keys(prefix, h.name);
-        const std::vector<std::string> k = {keys.lock(), keys.queue(), keys.queue_expiry(), keys.k.fence()};
-        const std::string waiter = h.owner + ":w" + std::to_string(attempts.fetch_add(1));
+        const std::vector<std::string> k = keys.all();
+        Waiter w;
+        w.id = h.owner + ":w" + std::to_string(attempts.fetch_add(1)) + ":" + ms(h.lease);
         auto attempt = [&](bool queue) {
+            fault::point("locks.fair.attempt");  // tests: count a waiter's scripts, hold its re-check
             auto r = redis->eval(fair_scripts::acquire(), k,
-                                 {waiter, h.owner, ms(h.lease), ms(fair.waiter_grace), queue ? "1" : "0",
+                                 {w.id, ms(h.lease), ms(fair.waiter_grace), queue ? "1" : "0",
                                   ms(fair.fence_counter_ttl)});
             r.throw_if_error();
             return std::pair<bool, long long>{r.elements().at(0).integer() == 1, r.elements().at(1).integer()};
         };
-        auto done = [&](long long token) {
+        auto done = [&](FenceToken token) {
             h.token = token;
             h.key = keys.lock();
-            wake.notify_one();  // the watchdog may need to renew sooner than it planned
+            h.state = std::make_shared<std::string>(w.id + "#" + std::to_string(token));
+            const std::int64_t need = std::max<std::int64_t>(h.lease.count() / 3, 5);
+            if (need < period_ms.load()) {  // the watchdog must renew sooner than it planned
+                {
+                    MutexLock g(mu);
+                    if (need < period_ms.load()) period_ms.store(need);
+                    replan = true;
+                }
+                wake.notify_one();
+            }
             return true;
         };
-        // First a try: acquired only if the lock is free and nobody waits (no barging).
-        auto [got, value] = attempt(false);
-        if (got) return done(value);
-        if (SteadyClock::now() >= deadline) return false;
-        // Wait in line: subscribe first, so a release published after this is delivered (L7).
-        Wakeup wakeup;
-        auto sub = redis->subscriber().subscribe(keys.channel_prefix() + waiter,
-                                                 [&](std::string_view, std::string_view) { wakeup.notify(); });
+        const bool can_wait = SteadyClock::now() < deadline;
+        // A try first (acquired only if the lock is free and nobody waits: no barging), unless
+        // this service already listens on the name: then the first attempt joins the line at
+        // once (one round trip), as the subscription that must precede queuing (L7) exists.
+        if (!can_wait || !has_room(h.name)) {
+            auto [got, value] = attempt(false);
+            if (got) return done(value);
+            if (!can_wait || SteadyClock::now() >= deadline) return false;
+        }
+        std::shared_ptr<Room> room = join_room(keys, h.name, w);
+        bool in_room = true;
+        auto take_out = [&]() -> std::optional<FenceToken> {  // leaves the room; a grant that came
+            if (!in_room) return std::nullopt;                 // meanwhile is returned
+            in_room = false;
+            return leave_room(room, w);
+        };
         try {
             for (;;) {
-                std::tie(got, value) = attempt(true);
+                auto [got, value] = attempt(true);
                 if (got) {
-                    sub.reset();
+                    // Taken by this script (a free lock, or a grant whose message is lost or late:
+                    // the script drew a fresh token). A message still in flight is undone by
+                    // value, which no longer matches: harmless.
+                    take_out();
                     return done(value);
                 }
-                // Re-check when woken, or before our place in line would expire (grace/2), or
-                // when the holder's lease ends, whichever is first.
+                // Until granted, or before our place in line would expire (grace/2), or when the
+                // holder's lease ends, whichever is first; then re-check.
                 auto next = SteadyClock::now() + std::min<std::chrono::milliseconds>(
                                                       fair.waiter_grace / 2, std::chrono::milliseconds(std::max(1LL, value)));
                 next = std::min(next, deadline);
-                wakeup.wait_until(next);
-                if (SteadyClock::now() >= deadline) {
-                    std::tie(got, value) = attempt(true);  // one last look before leaving the line
-                    if (got) {
-                        sub.reset();
-                        return done(value);
+                {
+                    MutexLock g(room->mu);
+                    while (!w.granted) {
+                        if (w.cv.wait_until(room->mu, next) == std::cv_status::timeout) break;
                     }
-                    leave(keys, waiter);
+                }
+                if (SteadyClock::now() >= deadline) {
+                    if (auto token = take_out()) return done(*token);  // granted at the last moment
+                    fault::point("locks.fair.leaving");
+                    // A grant made after we left the room is undone here (the script sees it).
+                    leave(keys, h.name, w.id, "");
                     return false;
                 }
+                if (auto token = take_out_if_granted(room, w, in_room)) return done(*token);
             }
         } catch (...) {
-            sub.reset();
+            const bool granted = take_out().has_value();
+            (void)granted;  // granted or not: the leave script undoes any grant to this waiter
             try {
-                leave(keys, waiter);
-            } catch (...) {
+                leave(keys, h.name, w.id, "");
+            } catch (const std::exception& e) {
+                logger()->warn("fair lock '{}': leaving the line failed ({}); the waiter's grace ends it", h.name,
+                               e.what());
             }
             throw;
         }
     }
 
-    void leave(const FairKeys& keys, const std::string& waiter) {
-        redis->eval(fair_scripts::leave(), {keys.lock(), keys.queue(), keys.queue_expiry()}, {waiter, keys.channel_prefix()})
-            .throw_if_error();
+    // The waiter's grant, if one came: then it leaves the room (it holds the lock).
+    std::optional<FenceToken> take_out_if_granted(const std::shared_ptr<Room>& room, Waiter& w, bool& in_room) {
+        {
+            MutexLock g(room->mu);
+            if (!w.granted) return std::nullopt;
+        }
+        in_room = false;
+        return leave_room(room, w);
+    }
+
+    bool has_room(const std::string& name) EXCLUDES(rooms_mu) {
+        MutexLock g(rooms_mu);
+        return rooms.find(name) != rooms.end();
+    }
+
+    // Registers `w` in the name's room, subscribing the room's channel first if it is new; returns
+    // once the server confirmed the subscription (L7: a grant published after this is delivered).
+    std::shared_ptr<Room> join_room(const FairKeys& keys, const std::string& name, Waiter& w) EXCLUDES(rooms_mu) {
+        std::shared_ptr<Room> room;
+        bool subscribe = false;
+        {
+            MutexLock g(rooms_mu);
+            auto& slot = rooms[name];
+            if (!slot) {
+                slot = std::make_shared<Room>();
+                slot->name = name;
+                slot->channel = keys.channel_prefix() + table.service_id();  // under the name's hash tag
+                subscribe = true;
+            }
+            room = slot;
+            ++room->refs;
+        }
+        if (subscribe) {
+            try {
+                Room* r = room.get();
+                auto sub = redis->subscriber().subscribe(
+                    room->channel, [this, r](std::string_view, std::string_view message) { on_grant(*r, message); });
+                MutexLock g(room->mu);
+                room->subscription = std::move(sub);
+                room->ready = true;
+            } catch (...) {
+                {
+                    MutexLock g(room->mu);
+                    room->failed = std::current_exception();
+                    room->ready = true;
+                }
+                room->ready_cv.notify_all();
+                {
+                    MutexLock g(rooms_mu);
+                    auto it = rooms.find(name);
+                    if (it != rooms.end() && it->second == room) rooms.erase(it);
+                    --room->refs;
+                }
+                throw;
+            }
+            room->ready_cv.notify_all();
+        }
+        MutexLock g(room->mu);
+        while (!room->ready) room->ready_cv.wait(room->mu);
+        if (room->failed) {
+            auto failed = room->failed;
+            g.unlock();
+            {
+                MutexLock rg(rooms_mu);
+                --room->refs;
+            }
+            std::rethrow_exception(failed);
+        }
+        room->waiters.push_back(&w);
+        return room;
+    }
+
+    // Takes `w` out of its room; returns the grant it got meanwhile, if any. The room keeps its
+    // subscription for kRoomLinger after its last waiter (the watchdog drops it).
+    std::optional<FenceToken> leave_room(const std::shared_ptr<Room>& room, Waiter& w) EXCLUDES(rooms_mu) {
+        std::optional<FenceToken> granted;
+        {
+            MutexLock g(room->mu);
+            auto& ws = room->waiters;
+            ws.erase(std::remove(ws.begin(), ws.end(), &w), ws.end());
+            if (w.granted) granted = w.token;
+        }
+        MutexLock g(rooms_mu);
+        if (--room->refs == 0) room->idle_since = SteadyClock::now();
+        return granted;
+    }
+
+    // On the subscriber thread: "<waiter id> <token>" names the waiter that now holds the lock.
+    void on_grant(Room& room, std::string_view message) EXCLUDES(mu) {
+        try {
+            fault::point("locks.fair.grant_message");  // tests: a message lost on the way
+        } catch (...) {
+            return;
+        }
+        const auto space = message.find(' ');
+        if (space == std::string_view::npos) return;
+        const std::string_view id = message.substr(0, space);
+        const auto token = parse_token(message.substr(space + 1));
+        const std::string& sid = table.service_id();
+        // B5: anything but a grant to one of this service's waiters wakes nobody.
+        if (!token || id.size() <= sid.size() || id.substr(0, sid.size()) != sid || id[sid.size()] != ':') return;
+        {
+            MutexLock g(room.mu);
+            for (Waiter* x : room.waiters) {
+                if (x->id == id) {
+                    x->granted = true;
+                    x->token = *token;
+                    x->cv.notify_one();
+                    return;
+                }
+            }
+        }
+        {
+            MutexLock g(mu);
+            orphans.push_back({room.name, std::string(id), std::string(message.substr(0, space)) + "#" +
+                                                               std::string(message.substr(space + 1))});
+        }
+        wake.notify_one();
+    }
+
+    // A grant a script returned instead of publishing it (the waiter is this service's): handed to
+    // the waiter in-process, or undone at once if that waiter is no longer here. Never throws.
+    void deliver(const FairKeys& keys, const std::string& name, RedisReply r) EXCLUDES(rooms_mu) {
+        try {
+            for (int i = 0; i < 64 && r.type() == RedisReply::Type::Array; ++i) {
+                const std::string id = r.elements().at(0).str();
+                const std::string tok = r.elements().at(1).str();
+                const auto token = parse_token(tok);
+                std::shared_ptr<Room> room;
+                {
+                    MutexLock g(rooms_mu);
+                    auto it = rooms.find(name);
+                    if (it != rooms.end()) room = it->second;
+                }
+                if (room && token) {
+                    MutexLock g(room->mu);
+                    for (Waiter* x : room->waiters) {
+                        if (x->id == id) {
+                            x->granted = true;
+                            x->token = *token;
+                            x->cv.notify_one();
+                            return;
+                        }
+                    }
+                }
+                r = leave(keys, name, id, id + "#" + tok);
+            }
+        } catch (const std::exception& e) {
+            logger()->warn("fair lock '{}': handing a grant on failed ({}); its lease ends it", name, e.what());
+        }
+    }
+
+    // Runs the leave script for `waiter` (exact: undo only that grant; "": any grant to it) and
+    // returns its reply (a grant for this service's waiter to deliver, or 1).
+    RedisReply leave(const FairKeys& keys, const std::string& name, const std::string& waiter, const std::string& exact) {
+        auto r = redis->eval(fair_scripts::leave(), keys.all(),
+                             {waiter, keys.channel_prefix(), ms(fair.fence_counter_ttl), table.service_id(), exact});
+        r.throw_if_error();
+        if (exact.empty() && r.type() == RedisReply::Type::Array) {
+            deliver(keys, name, std::move(r));
+            return RedisReply::integer(1);
+        }
+        return r;
     }
 
     bool release(Hold& h) override {
         FairKeys keys(prefix, h.name);
-        auto r = redis->eval(fair_scripts::release(), {keys.lock(), keys.queue(), keys.queue_expiry()},
-                             {h.owner, keys.channel_prefix()});
+        auto r = redis->eval(fair_scripts::release(), keys.all(),
+                             {value_of(h), keys.channel_prefix(), ms(fair.fence_counter_ttl), table.service_id()});
         r.throw_if_error();
+        if (r.type() == RedisReply::Type::Array) {
+            deliver(keys, h.name, std::move(r));  // the next holder is a thread of this service
+            return true;
+        }
         return r.integer() == 1;
     }
 
@@ -160,25 +412,52 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         MutexLock g(mu);
         while (!stopping) {
             auto holds = table.all();
-            std::chrono::milliseconds period = 1s;
-            for (const auto& h : holds) period = std::min(period, std::max<std::chrono::milliseconds>(h->lease / 3, 5ms));
+            std::vector<Orphan> undo;
+            undo.swap(orphans);
+            replan = false;
+            const std::chrono::milliseconds period(period_ms.load());
             g.unlock();
             for (const auto& h : holds) {
                 if (h->lost.load()) continue;
                 try {
-                    auto r = redis->eval(fair_scripts::renew(), {h->key}, {h->owner, ms(h->lease)});
+                    auto r = redis->eval(fair_scripts::renew(), {h->key}, {value_of(*h), ms(h->lease)});
                     r.throw_if_error();
                     if (r.integer() == 0) table.report_lost(h, LockLossReason::Expired, "a renewal found the hold gone");
                 } catch (const std::exception&) {
                     // Unreachable for now; the lease bounds how long this can go on unnoticed.
                 }
             }
+            for (const auto& o : undo) {
+                FairKeys keys(prefix, o.name);
+                deliver(keys, o.name, RedisReply::array({RedisReply::string(o.waiter), RedisReply::string(
+                                                             o.value.substr(o.waiter.size() + 1))}));
+            }
+            drop_idle_rooms();
             g.lock();
             const auto until = SteadyClock::now() + period;
-            while (!stopping) {
+            while (!stopping && orphans.empty() && !replan) {
                 if (wake.wait_until(mu, until) == std::cv_status::timeout) break;
             }
         }
+    }
+
+    void drop_idle_rooms() EXCLUDES(rooms_mu) {
+        std::vector<RedisSubscriber::Subscription> ended;
+        {
+            MutexLock g(rooms_mu);
+            const auto now = SteadyClock::now();
+            for (auto it = rooms.begin(); it != rooms.end();) {
+                Room& r = *it->second;
+                if (r.refs == 0 && now - r.idle_since >= kRoomLinger) {
+                    MutexLock rg(r.mu);
+                    if (r.ready) ended.push_back(std::move(r.subscription));
+                    it = rooms.erase(it);
+                } else {
+                    ++it;
+                }
+            }
+        }
+        // `ended` unsubscribes here, outside every lock (the subscriber thread may be delivering).
     }
 };
 

@@ -7,18 +7,27 @@
 //   auto m = locks.make_mutex("job:42");   // FIFO
 //
 // The fair mutex (scripts in fair_lock_scripts.cpp):
-//   - The hold is a string key owner -> TTL lease (L1-L4 as RedisMutex), renewed every lease/3
-//     by this service's watchdog (L5); a renewal that finds it gone reports the hold lost.
+//   - The hold is a string key "<waiter id>#<token>" -> TTL lease (L1-L4 as RedisMutex), renewed
+//     every lease/3 by this service's watchdog (L5); a renewal that finds it gone reports the
+//     hold lost.
 //   - A waiter joins a Redis list on its first busy attempt (server arrival order) and keeps a
 //     per-waiter expiry that it refreshes at every re-check (at least every grace/2). A waiter
 //     that dies is skipped once its grace runs out (LockServiceOptions has no grace: it is
 //     RedisFairLockOptions::waiter_grace).
-//   - A release publishes to the next live waiter's own channel only (L9); a lost message costs
-//     at most grace/2 (the waiter's re-check), never a poll loop (L7).
+//   - Grant on release: while the line has a live waiter, a release does not free the lock; the
+//     release script makes the oldest live waiter the holder (its lease, a new fencing token) and
+//     SPUBLISHes the token on that waiter's service channel; the woken waiter runs no script
+//     (L9: one waiter told). A waiter of the releasing service gets it in-process. A lost message
+//     costs at most grace/2 (the waiter's re-check finds the lock its own, with a fresh token),
+//     never a poll loop (L7); a waiter that gives up with a grant in flight hands the lock on.
+//   - One sharded channel per (service, lock name), kept while the name has local waiters and
+//     2 s after: no subscribe round trip per acquisition; while it is kept, a contended
+//     acquisition joins the line in its first script.
 //   - Fencing tokens from the name's counter shared with RedisMutex (strictly increasing).
 //   - Reentrancy, typed errors, loss reporting: hold_table.h, as every non-Redis backend.
-// Cost: one more key per waiter and FIFO hand-over (a free lock waits for the head waiter's
-// round trip instead of going to whoever asks first); docs/locks.md has the measured figures.
+// Cost: one list and one zset entry per waiter; FIFO hand-over (a release waits for nobody, but
+// a free lock never goes to whoever asks first while someone waits); docs/locks.md has the
+// measured figures.
 //
 // Thread safety: every member may be called from any thread.
 #pragma once

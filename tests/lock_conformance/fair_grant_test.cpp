@@ -1,0 +1,218 @@
+// The fair Redis mutex's grant on release (fair_lock_scripts.cpp): a release makes the head
+// waiter the holder on the server and tells it its token, so the woken waiter runs no script;
+// a waiter that gives up while its grant is in flight hands the lock on; a grant whose message
+// is lost is found by the waiter's re-check, with a fresh token. Each race is forced with fault
+// points (locks.fair.attempt / .leaving / .grant_message), never timed.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "lockstep/cache/redis_client.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
+#include "lockstep/locks/lock_keys.h"
+#include "lockstep/locks/redis_fair_lock_service.h"
+#include "lockstep/locks/redis_lock_service.h"
+#include "eventually.h"
+#include "fair_test_support.h"
+#include "test_servers.h"
+
+namespace lockstep::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string grant_prefix() { return fair_test_prefix("fairgrant"); }
+
+// A grace long enough that no waiter re-checks on its own during a test (only a grant moves it),
+// and a lease long enough that a hold nobody hands on would outlast the test's bounds.
+RedisFairLockOptions no_recheck() {
+    RedisFairLockOptions f;
+    f.waiter_grace = 60s;
+    return f;
+}
+LockOptions long_lease() {
+    LockOptions o;
+    o.lease = 60s;
+    return o;
+}
+
+// The lock key's value: "<waiter id>#<token>" of the holder.
+std::optional<std::string> lock_value(RedisClient& raw, const std::string& prefix, const std::string& name) {
+    return raw.get(LockKeys(prefix, name).stem() + ":fair");
+}
+
+struct Thrown : std::runtime_error {
+    Thrown() : std::runtime_error("dropped by the test") {}
+};
+
+TEST(RedisFairGrant, AReleaseMakesTheHeadWaiterTheHolderAndTheWokenWaiterRunsNoScript) {
+    LockServiceOptions o;
+    o.prefix = grant_prefix();
+    RedisFairLockService holder(servers().redis_options(), o, no_recheck());
+    RedisFairLockService waiters(servers().redis_options(), o, no_recheck());
+    RedisClient raw(servers().redis_options());
+    auto a = holder.make_mutex("g", long_lease());
+    a->lock();
+    const FenceToken a_token = a->fence_token();
+
+    // Two waiters of one service: the first tries then queues; the second finds the service
+    // already listening on the name and joins the line in its first (only) script.
+    std::atomic<FenceToken> t1{0}, t2{0};
+    fault::Gate release_w1;  // W1 holds until the test lets it release
+    std::thread w1([&] {
+        auto m = waiters.make_mutex("g", long_lease());
+        m->lock();
+        t1 = m->fence_token();
+        release_w1.action()();
+        m->unlock();
+    });
+    ASSERT_TRUE(line_reaches(waiters, "g", 1));
+    auto w2_scripts = std::make_shared<std::atomic<int>>(0);
+    std::atomic<bool> w2_started{false};
+    std::thread w2;
+    {
+        // Counts W2's scripts from its first one on (armed for W2's thread only).
+        std::atomic<bool> go{false};
+        w2 = std::thread([&] {
+            while (!go.load()) std::this_thread::yield();
+            w2_started = true;
+            auto m = waiters.make_mutex("g", long_lease());
+            m->lock();
+            t2 = m->fence_token();
+            m->unlock();
+        });
+        fault::ArmOptions only_w2;
+        only_w2.only_thread = w2.get_id();
+        auto counting = fault::arm("locks.fair.attempt", [w2_scripts] { w2_scripts->fetch_add(1); }, only_w2);
+        go = true;
+        ASSERT_TRUE(line_reaches(waiters, "g", 2));
+        EXPECT_EQ(w2_scripts->load(), 1) << "with the name's room subscribed, the first attempt joins the line";
+
+        // From here on, W1 runs no script until it holds: the release grants it the lock.
+        fault::ArmOptions only_w1;
+        only_w1.only_thread = w1.get_id();
+        auto w1_scripts = std::make_shared<std::atomic<int>>(0);
+        auto w1_counting = fault::arm("locks.fair.attempt", [w1_scripts] { w1_scripts->fetch_add(1); }, only_w1);
+        a->unlock();
+        ASSERT_TRUE(release_w1.wait_arrivals(1, 20s)) << "the head waiter was not granted the lock";
+        EXPECT_EQ(w1_scripts->load(), 0) << "the granted waiter ran a script";
+        EXPECT_GT(t1.load(), a_token);
+        // The lock key names W1's attempt and the token it was told.
+        const auto v = lock_value(raw, o.prefix, "g");
+        ASSERT_TRUE(v.has_value());
+        EXPECT_TRUE(v->ends_with("#" + std::to_string(t1.load()))) << *v;
+        EXPECT_EQ(holder.queue_length("g"), 1);  // W2 still in line
+        release_w1.open();                         // W1's release grants W2, in-process
+        w1.join();
+        w2.join();
+        EXPECT_EQ(w2_scripts->load(), 1) << "W2 ran a script after queuing";
+    }
+    EXPECT_TRUE(w2_started.load());
+    EXPECT_GT(t2.load(), t1.load());
+    EXPECT_FALSE(lock_value(raw, o.prefix, "g").has_value()) << "the last release frees the lock";
+    EXPECT_EQ(holder.queue_length("g"), 0);
+}
+
+TEST(RedisFairGrant, AWaiterThatGivesUpWhileItsGrantIsInFlightHandsTheLockOn) {
+    LockServiceOptions o;
+    o.prefix = grant_prefix();
+    RedisFairLockService holder(servers().redis_options(), o, no_recheck());
+    RedisFairLockService leaver(servers().redis_options(), o, no_recheck());
+    RedisFairLockService next(servers().redis_options(), o, no_recheck());
+    RedisClient raw(servers().redis_options());
+    auto a = holder.make_mutex("l", long_lease());
+    a->lock();
+
+    fault::Gate at_leave;
+    auto leaving = fault::arm("locks.fair.leaving", at_leave.action());
+    std::atomic<int> gave_up{-1};
+    std::thread w([&] {
+        auto m = leaver.make_mutex("l", long_lease());  // a 60 s lease: nobody else may wait it out
+        gave_up = m->try_lock_for(1s) ? 0 : 1;  // 1 s: room to queue first, even under TSan
+        if (gave_up == 0) m->unlock();
+    });
+    ASSERT_TRUE(line_reaches(holder, "l", 1));
+    std::atomic<bool> c_got{false};
+    FenceToken c_token = 0;
+    Clock::time_point opened;
+    double c_ms = -1;
+    std::thread c([&] {
+        auto m = next.make_mutex("l", long_lease());
+        if (m->try_lock_for(30s)) {
+            c_ms = std::chrono::duration<double, std::milli>(Clock::now() - opened).count();
+            c_token = m->fence_token();
+            c_got = true;
+            m->unlock();
+        }
+    });
+    ASSERT_TRUE(line_reaches(holder, "l", 2));
+    // W's deadline passes; it stops out of its room, just before its leave script.
+    ASSERT_TRUE(at_leave.wait_arrivals(1, 20s));
+    // The release grants W (still first in line on the server); its message is lost, so only
+    // W's leave script can hand the lock on.
+    auto drop = fault::arm("locks.fair.grant_message", [] { throw Thrown(); }, fault::ArmOptions{0, 1, {}});
+    const FenceToken a_token = a->fence_token();
+    a->unlock();
+    // The release ran its grant before returning: W holds the lock on the server, C still waits.
+    ASSERT_TRUE(lock_value(raw, o.prefix, "l").has_value());
+    EXPECT_EQ(holder.queue_length("l"), 1);
+    // W's message reached W's subscriber and was dropped (before C can be granted anything).
+    ASSERT_TRUE(eventually([&] { return drop.acted() == 1; }, 20s));
+    opened = Clock::now();
+    at_leave.open();
+    w.join();
+    c.join();
+    EXPECT_EQ(gave_up.load(), 1) << "W's try_lock_for should have timed out";
+    EXPECT_TRUE(c_got.load()) << "the grant to the leaver was not handed on";
+    EXPECT_LT(c_ms, 10'000.0) << "the next waiter waited for the leaver's lease";
+    EXPECT_GT(c_token, a_token);
+}
+
+TEST(RedisFairGrant, AGrantWhoseMessageIsLostIsFoundByTheReCheckWithAFreshToken) {
+    LockServiceOptions o;
+    o.prefix = grant_prefix();
+    RedisFairLockOptions f;
+    // The waiter re-checks every 1.5 s. The test holds it at that re-check (so its place in line
+    // is not refreshed) while it releases: the place must outlive that by far (1.5 s more).
+    f.waiter_grace = 3s;
+    RedisFairLockService holder(servers().redis_options(), o, f);
+    RedisFairLockService waiter(servers().redis_options(), o, f);
+    RedisClient raw(servers().redis_options());
+    auto a = holder.make_mutex("m", long_lease());
+    a->lock();
+    std::atomic<FenceToken> w_token{0};
+    std::thread w([&] {
+        auto m = waiter.make_mutex("m", long_lease());
+        m->lock();
+        w_token = m->fence_token();
+        m->unlock();
+    });
+    ASSERT_TRUE(line_reaches(holder, "m", 1));
+    // Hold W at its next re-check, then release with W's grant message lost.
+    fault::Gate recheck;
+    fault::ArmOptions only_w;
+    only_w.only_thread = w.get_id();
+    auto held = fault::arm("locks.fair.attempt", recheck.action(), only_w);
+    ASSERT_TRUE(recheck.wait_arrivals(1, 20s));
+    auto drop = fault::arm("locks.fair.grant_message", [] { throw Thrown(); }, fault::ArmOptions{0, 1, {}});
+    a->unlock();
+    const auto granted = lock_value(raw, o.prefix, "m");
+    ASSERT_TRUE(granted.has_value()) << "the release did not grant the waiter";
+    const FenceToken grant_token = std::stoll(granted->substr(granted->rfind('#') + 1));
+    ASSERT_TRUE(eventually([&] { return drop.acted() == 1; }, 20s)) << "the grant's message was not dropped";
+    recheck.open();  // W's re-check finds the lock its own
+    w.join();
+    EXPECT_GT(w_token.load(), grant_token) << "the re-check must draw a fresh token, not re-read the grant's";
+    // The counter is shared with RedisMutex of the name: its next token is above both.
+    RedisLockService barging(servers().redis_options(), o);
+    auto b = barging.make_mutex("m");
+    b->lock();
+    EXPECT_GT(b->fence_token(), w_token.load());
+    b->unlock();
+}
+
+}  // namespace
+}  // namespace lockstep::test
