@@ -144,12 +144,20 @@ bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
 bool RedisLockClient::Impl::pass_gate(Acquisition& a, LocalGate& gate, std::optional<SteadyTime> deadline,
                                       GatePass& pass, bool& seized) {
     const LockSide& side = *a.side;
+    // The probe's state behind one pointer: a lambda of one pointer fits std::function's small
+    // buffer, so an acquisition (uncontended included) allocates nothing for a probe that only a
+    // waiting thread ever runs.
+    struct ProbeState {
+        Impl* impl;
+        Acquisition* acquisition;
+        bool* seized;
+    } state{this, &a, &seized};
     LocalGate::Probe probe;
     probe.every = std::chrono::duration_cast<std::chrono::microseconds>(options.claim_refresh);
-    probe.probe = [&] {
+    probe.probe = [s = &state] {
         AttemptResult r;
-        seized = try_fresh(a, nullptr, r);
-        return seized;
+        *s->seized = s->impl->try_fresh(*s->acquisition, nullptr, r);
+        return *s->seized;
     };
     std::uint64_t passage = 0;
     switch (gate.enter(deadline, &stats.gate_waits, &passage, &probe)) {

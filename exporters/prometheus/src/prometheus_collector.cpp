@@ -66,6 +66,7 @@ void add_lock_client_stats(Families& families, const LockClientStats& s, const L
     counter("losses", "holds reported lost", s.losses);
     counter("unlocks_of_lost_holds", "unlock() calls that found the hold lost", s.unlocks_of_lost_holds);
     counter("unlock_errors", "unlock() calls whose release failed", s.unlock_errors);
+    counter("gate_waits", "acquisitions that waited at a local gate behind a thread of this client", s.gate_waits);
     add_histogram(families, "lockstep_lock_client_acquire_latency_seconds",
                   "lock()/try_lock call to a new acquisition, the wait included", s.acquire_latency, labels);
     add_histogram(families, "lockstep_lock_client_hold_time_seconds",

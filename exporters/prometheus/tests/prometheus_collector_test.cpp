@@ -85,19 +85,21 @@ TEST(PrometheusCollector, ScrapesTheLockClientsAcquireLatencyAndHoldTimeHistogra
     RedisMutex first(locks, "prometheus:first");
     RedisMutex second(locks, "prometheus:first");
     first.lock();
-    const auto attempts_before = locks.stats().acquire_attempts;
+    // Both lock objects belong to one client, so the waiter queues at the client's local gate
+    // (docs/locks.md "The local gate"), not in Redis: it counts one gate wait.
+    const auto gate_waits_before = locks.stats().gate_waits;
     std::atomic<bool> waiter_acquired{false};
     std::thread waiter([&] {
         second.lock();
         waiter_acquired = true;
         second.unlock();
     });
-    // The waiter has tried (and failed) at least once: it is waiting on the held lock.
+    // The waiter is queued behind the held lock.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (locks.stats().acquire_attempts == attempts_before && std::chrono::steady_clock::now() < deadline) {
+    while (locks.stats().gate_waits == gate_waits_before && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    ASSERT_GT(locks.stats().acquire_attempts, attempts_before);
+    ASSERT_EQ(locks.stats().gate_waits, gate_waits_before + 1);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a lower bound on the hold, not a wait
     EXPECT_FALSE(waiter_acquired.load());
     first.unlock();
@@ -113,6 +115,7 @@ TEST(PrometheusCollector, ScrapesTheLockClientsAcquireLatencyAndHoldTimeHistogra
     has("lockstep_lock_client_acquired_total{lock_client=\"orders\"} 2");
     has("lockstep_lock_client_acquire_latency_seconds_count{lock_client=\"orders\"} 2");
     has("lockstep_lock_client_hold_time_seconds_count{lock_client=\"orders\"} 2");
+    has("lockstep_lock_client_gate_waits_total{lock_client=\"orders\"} 1");
     // The first hold lasted >= 20 ms and the waiter waited >= 20 ms, so at most one of each is
     // at or below the 16.384 ms bound (the other's time depends on the machine's load).
     const auto value = [&](const std::string& series) {
