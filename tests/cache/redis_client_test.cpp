@@ -164,7 +164,7 @@ TEST_F(RedisClientTest, ScriptRepliesAreTyped) {
 }
 
 TEST_F(RedisClientTest, BorrowedConnectionKeepsStateAcrossCommands) {
-    auto conn = client_->connection();
+    auto conn = client_->connection_for_key(key("n"));  // the key's master on a cluster
     EXPECT_EQ(conn->command({"MULTI"}).str(), "OK");
     EXPECT_EQ(conn->command({"INCR", key("n")}).str(), "QUEUED");
     auto exec = conn->command({"EXEC"});
@@ -181,6 +181,19 @@ TEST(RedisClientOptionsTest, MeaninglessOptionsAreConfigErrors) {
     o = {};
     o.port = 70000;
     EXPECT_THROW(RedisClient{o}, ConfigError);
+    // Options built by hand, not parsed: a cluster with database 1 is refused at once (it
+    // waited failover_wait, then "no master serves slot ...", found by the suites on a cluster).
+    o = {};
+    o.topology = RedisTopology::Cluster;
+    o.nodes = {{"127.0.0.1", 1}};
+    o.port = 1;
+    o.db = 1;
+    try {
+        RedisClient client{o};
+        ADD_FAILURE() << "no ConfigError";
+    } catch (const ConfigError& e) {
+        EXPECT_EQ(e.part(), "database") << e.what();
+    }
 }
 
 }  // namespace

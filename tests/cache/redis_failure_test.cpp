@@ -93,6 +93,7 @@ TEST_F(RedisAuthTest, PasswordWithoutAUserIsRejectedAsAProtocolError) {
 }
 
 TEST_F(RedisAuthTest, AclUserAuthenticatesAndWrongPasswordIsAProtocolError) {
+    LOCKSTEP_REQUIRE_STANDALONE_REDIS("ACL SETUSER creates the user on one node only");
     const std::string user = "lockstep-test-" + std::to_string(::getpid());
     client_->command({"ACL", "SETUSER", user, "reset", "on", ">right-password", "~*", "&*", "+@all"});
     struct DeleteUser {
@@ -126,6 +127,7 @@ TEST_F(RedisAuthTest, AclUserAuthenticatesAndWrongPasswordIsAProtocolError) {
 }
 
 TEST_F(RedisAuthTest, SelectedDatabaseIsUsedOnEveryConnection) {
+    LOCKSTEP_REQUIRE_STANDALONE_REDIS("a cluster has database 0 only");
     const int other_db = options_.db == 1 ? 2 : 1;
     RedisClient db1(options_with([&](RedisOptions& o) { o.db = other_db; }));
     db1.set(key("k"), "in-the-other-db", 60s);

@@ -19,6 +19,7 @@ using namespace std::chrono_literals;
 using RedisPoolTest = RedisTest;
 
 TEST_F(RedisPoolTest, ExhaustedPoolWaitsItsTimeoutThenThrowsTimeoutError) {
+    LOCKSTEP_REQUIRE_STANDALONE_REDIS("pool_size and pool_stats are per node on a cluster: this test exhausts or kills one node's pool");
     RedisClient client(options_with([](RedisOptions& o) {
         o.pool_size = 1;
         o.pool_wait_timeout = 300ms;
@@ -34,6 +35,7 @@ TEST_F(RedisPoolTest, ExhaustedPoolWaitsItsTimeoutThenThrowsTimeoutError) {
 }
 
 TEST_F(RedisPoolTest, WaitingCallerGetsTheConnectionWhenItIsReturned) {
+    LOCKSTEP_REQUIRE_STANDALONE_REDIS("pool_size and pool_stats are per node on a cluster: this test exhausts or kills one node's pool");
     RedisClient client(options_with([](RedisOptions& o) {
         o.pool_size = 1;
         o.pool_wait_timeout = 10s;
@@ -49,6 +51,7 @@ TEST_F(RedisPoolTest, WaitingCallerGetsTheConnectionWhenItIsReturned) {
 }
 
 TEST_F(RedisPoolTest, ZeroWaitTimeoutFailsAtOnceWhenExhausted) {
+    LOCKSTEP_REQUIRE_STANDALONE_REDIS("pool_size and pool_stats are per node on a cluster: this test exhausts or kills one node's pool");
     RedisClient client(options_with([](RedisOptions& o) {
         o.pool_size = 1;
         o.pool_wait_timeout = 0ms;
@@ -89,6 +92,7 @@ TEST_F(RedisPoolTest, ConnectionsAreReusedAndBoundedUnderContention) {
 }
 
 TEST_F(RedisPoolTest, BrokenConnectionIsDiscardedNotReturned) {
+    LOCKSTEP_REQUIRE_STANDALONE_REDIS("pool_size and pool_stats are per node on a cluster: this test exhausts or kills one node's pool");
     RedisClient client(options_with([](RedisOptions& o) { o.pool_size = 1; }));
     {
         auto conn = client.connection();
@@ -103,6 +107,7 @@ TEST_F(RedisPoolTest, BrokenConnectionIsDiscardedNotReturned) {
 }
 
 TEST_F(RedisPoolTest, IdleConnectionClosedByTheServerIsReplacedOnLend) {
+    LOCKSTEP_REQUIRE_STANDALONE_REDIS("pool_size and pool_stats are per node on a cluster: this test exhausts or kills one node's pool");
     // Every lend checked (pool_check_idle_after 0): the closed connection is never lent.
     RedisClient client(options_with([](RedisOptions& o) {
         o.pool_size = 1;
@@ -126,6 +131,7 @@ TEST_F(RedisPoolTest, IdleConnectionClosedByTheServerIsReplacedOnLend) {
 // connection checked now), a write gets a typed ConnectionError, and neither ever reads a reply
 // that is not its own.
 TEST_F(RedisPoolTest, ConnectionKilledWithinTheUncheckedWindowGetsARetriedReadOrATypedError) {
+    LOCKSTEP_REQUIRE_STANDALONE_REDIS("pool_size and pool_stats are per node on a cluster: this test exhausts or kills one node's pool");
     // A window no test run outlasts: the killed connection is certainly lent unchecked.
     RedisClient client(options_with([](RedisOptions& o) {
         o.pool_size = 1;
@@ -163,6 +169,7 @@ TEST_F(RedisPoolTest, ConnectionKilledWithinTheUncheckedWindowGetsARetriedReadOr
 
 // Idle past the window, the same kill is caught before lending: even a write succeeds.
 TEST_F(RedisPoolTest, ConnectionIdlePastTheWindowIsCheckedAndReplacedBeforeAWrite) {
+    LOCKSTEP_REQUIRE_STANDALONE_REDIS("pool_size and pool_stats are per node on a cluster: this test exhausts or kills one node's pool");
     constexpr auto kWindow = 50ms;
     RedisClient client(options_with([&](RedisOptions& o) {
         o.pool_size = 1;

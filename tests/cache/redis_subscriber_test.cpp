@@ -18,7 +18,8 @@ class RedisSubscriberTest : public RedisTest {
 protected:
     std::string channel(const std::string& name) const { return prefix_ + "ch:" + name; }
     long long server_subscribers(const std::string& ch) {
-        return client_->command({"PUBSUB", "SHARDNUMSUB", ch}).elements().at(1).integer();
+        // On the channel's shard (a cluster counts sharded subscribers per node).
+        return client_->connection_for_key(ch)->command({"PUBSUB", "SHARDNUMSUB", ch}).elements().at(1).integer();
     }
 };
 

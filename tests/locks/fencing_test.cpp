@@ -30,7 +30,7 @@ using test::eventually;
 class FencingTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        prefix_ = test::unique_prefix();
+        prefix_ = test::unique_lock_prefix();
         a_ = std::make_unique<LockProcess>(prefix_);
     }
     FenceToken acquire_token(RedisMutex& m) {
@@ -188,7 +188,7 @@ TEST_F(FencedWriteTest, L5_PausedHolderPastItsLeaseIsFencedOut) {
     // The holder takes the lock with a 1 s lease and no renewal, then is frozen (SIGSTOP) past
     // it. Another client takes the lock and writes. The frozen one wakes and writes late: the
     // database refuses it, and the row keeps the newer holder's value.
-    const std::string prefix = test::unique_prefix();
+    const std::string prefix = test::unique_lock_prefix();
     const std::string name = "product:" + std::to_string(id_);
     test::Child child("hold", {{"PREFIX", prefix}, {"NAME", name}, {"LEASE_MS", "1000"}, {"RENEW", "0"}});
     auto held = child.expect("HELD ", 10s);

@@ -46,7 +46,7 @@ LockClientOptions waiter_options() {
 
 class HandOffTest : public ::testing::Test {
 protected:
-    void SetUp() override { prefix_ = test::unique_prefix(); }
+    void SetUp() override { prefix_ = test::unique_lock_prefix(); }
 
     // Starts `m.lock()` on a thread that stops at locks.wait.after_sleep (after its wake-up,
     // before its next try) and returns once it sleeps in the queue.

@@ -29,7 +29,7 @@ using test::LockProcess;
 
 class LocalGateRedisTest : public ::testing::Test {
 protected:
-    void SetUp() override { prefix_ = test::unique_prefix(); }
+    void SetUp() override { prefix_ = test::unique_lock_prefix(); }
     std::string prefix_;
 };
 

@@ -30,7 +30,7 @@ long long ms_since(Clock::time_point t) {
 class OutsideWritesTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        prefix_ = test::unique_prefix();
+        prefix_ = test::unique_lock_prefix();
         a_ = std::make_unique<LockProcess>(prefix_);
         b_ = std::make_unique<LockProcess>(prefix_);
     }

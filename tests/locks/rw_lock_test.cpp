@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 class RedisReadWriteLockTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        prefix_ = test::unique_prefix();
+        prefix_ = test::unique_lock_prefix();
         a_ = std::make_unique<LockProcess>(prefix_);
         b_ = std::make_unique<LockProcess>(prefix_);
     }

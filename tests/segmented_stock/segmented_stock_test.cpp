@@ -13,6 +13,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -70,16 +71,36 @@ protected:
     }
 
     // Every key under this test's prefix, found with SCAN (what a cluster operator would see).
+    // SCAN reads one node: on a cluster, every node of the URL is scanned (a replica's copies
+    // fold into the set).
     std::vector<std::string> test_keys() {
-        std::vector<std::string> keys;
-        std::string cursor = "0";
-        do {
-            RedisReply r = redis_->command({"SCAN", cursor, "MATCH", prefix_ + "*", "COUNT", "1000"});
-            cursor = r.elements().at(0).str();
-            for (const auto& k : r.elements().at(1).elements()) keys.push_back(k.str());
-        } while (cursor != "0");
-        std::sort(keys.begin(), keys.end());
-        return keys;
+        std::set<std::string> keys;
+        for (const RedisOptions& node : nodes_to_scan()) {
+            RedisClient client(node);
+            std::string cursor = "0";
+            do {
+                RedisReply r = client.command({"SCAN", cursor, "MATCH", prefix_ + "*", "COUNT", "1000"});
+                cursor = r.elements().at(0).str();
+                for (const auto& k : r.elements().at(1).elements()) keys.insert(k.str());
+            } while (cursor != "0");
+        }
+        return {keys.begin(), keys.end()};
+    }
+
+    static std::vector<RedisOptions> nodes_to_scan() {
+        const RedisOptions all = test::servers().redis_options();
+        if (all.topology != RedisTopology::Cluster) return {all};
+        std::vector<RedisOptions> nodes;
+        for (const RedisEndpoint& e : all.nodes) {
+            RedisOptions one = all;
+            one.topology = RedisTopology::Standalone;
+            one.nodes.clear();
+            one.host = e.host;
+            one.port = e.port;
+            one.pool_size = 1;
+            nodes.push_back(one);
+        }
+        return nodes;
     }
 
     void delete_test_keys() {

@@ -221,7 +221,12 @@ TEST(LocalServers, MalformedEnvironmentUrlIsAConfigError) {
 // The owner is SIGKILLed: no destructor runs. The reaper must still kill both servers and
 // remove the temp dir.
 TEST(LocalServers, ServersDieAndTempDirGoesWhenTheOwnerIsKilled) {
-    const fs::path tmp = fs::temp_directory_path();
+    // The child's TMPDIR is a directory of this test alone: other ctest entries running at the
+    // same time (scripts/test runs ctest -j) make and remove their own lockstep-* dirs in the
+    // shared TMPDIR, so counting there would count theirs.
+    const fs::path tmp = fs::temp_directory_path() / ("owner-killed-" + std::to_string(::getpid()));
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
     auto lockstep_dirs = [&] {
         int n = 0;
         for (const auto& e : fs::directory_iterator(tmp)) {
@@ -239,6 +244,7 @@ TEST(LocalServers, ServersDieAndTempDirGoesWhenTheOwnerIsKilled) {
         ::dup2(out[1], 1);
         ::close(out[0]);
         ::setenv("LOCKSTEP_TEST_ROLE", "servers-owner", 1);
+        ::setenv("TMPDIR", tmp.c_str(), 1);
         ::execl("/proc/self/exe", "test_servers", static_cast<char*>(nullptr));
         _exit(127);
     }
@@ -261,4 +267,6 @@ TEST(LocalServers, ServersDieAndTempDirGoesWhenTheOwnerIsKilled) {
     EXPECT_FALSE(process_alive(redis_pid));
     EXPECT_FALSE(process_alive(mysql_pid));
     EXPECT_EQ(lockstep_dirs(), dirs_before);
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
 }

@@ -168,9 +168,11 @@ INSTANTIATE_TEST_SUITE_P(Backends, EntryStoreTest, ::testing::Values(Backend::Re
 TEST(RedisEntryStoreTest, ScriptsAreReloadedAfterScriptFlush) {
     auto store = make_redis_entry_store(redis());
     const std::string key = unique_key_prefix() + "{product:1}";
-    redis().command({"SCRIPT", "FLUSH"});
+    // The flush on the server that runs the key's scripts (its slot's master on a cluster: a
+    // keyless SCRIPT FLUSH would go to some master, maybe another, and prove nothing).
+    redis().connection_for_key(key)->command({"SCRIPT", "FLUSH"});
     EXPECT_EQ(store->claim(key, "L:x", 5s).result, Claim::Result::Claimed);
-    redis().command({"SCRIPT", "FLUSH"});
+    redis().connection_for_key(key)->command({"SCRIPT", "FLUSH"});
     Fill f;
     f.key = key;
     f.entry = CacheEntry::encode_value(1, "a");

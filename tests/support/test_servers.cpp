@@ -3,19 +3,103 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
+
+#include "lockstep/core/error.h"
 
 namespace lockstep::test {
 
-LocalServers& servers() {
+namespace {
+
+// LOCKSTEP_TEST_REDIS_TOPOLOGY: true for "cluster", false for unset/""/"standalone".
+bool cluster_requested() {
+    const char* v = std::getenv("LOCKSTEP_TEST_REDIS_TOPOLOGY");
+    const std::string topology = v ? v : "";
+    if (topology.empty() || topology == "standalone") return false;
+    if (topology == "cluster") return true;
+    throw ConfigError("LOCKSTEP_TEST_REDIS_TOPOLOGY",
+                      "'" + topology + "' is not a test topology (standalone or cluster)");
+}
+
+bool external_redis() {
+    const char* v = std::getenv("LOCKSTEP_REDIS_URL");
+    return v && *v;
+}
+
+void require_single_redis(const TestServers& s, const char* what) {
+    if (s.redis_is_cluster()) {
+        throw ConfigError("TestServers", std::string("cannot ") + what + " the Redis: it is a cluster");
+    }
+}
+
+}  // namespace
+
+TestServers::TestServers() {
+    LocalServersOptions o;
+    if (cluster_requested() && !external_redis()) {
+        LocalRedisClusterOptions co;
+        co.masters = 3;
+        co.replicas_per_master = 0;
+        cluster_ = std::make_unique<LocalRedisCluster>(co);
+        o.redis = false;
+    }
+    local_ = std::make_unique<LocalServers>(o);
+}
+
+TestServers::~TestServers() = default;
+
+std::string TestServers::redis_url() const {
+    return cluster_ ? cluster_->url() : local_->redis_url();
+}
+
+RedisOptions TestServers::redis_options() const {
+    return cluster_ ? cluster_->redis_options() : local_->redis_options();
+}
+
+std::string TestServers::mysql_url() const { return local_->mysql_url(); }
+MysqlOptions TestServers::mysql_options() const { return local_->mysql_options(); }
+
+bool TestServers::redis_is_cluster() const {
+    return cluster_ || local_->redis_options().topology == RedisTopology::Cluster;
+}
+
+bool TestServers::owns_redis() const noexcept { return !cluster_ && local_->owns_redis(); }
+bool TestServers::owns_mysql() const noexcept { return local_->owns_mysql(); }
+
+void TestServers::kill_redis() {
+    require_single_redis(*this, "kill");
+    local_->kill_redis();
+}
+void TestServers::start_redis() {
+    require_single_redis(*this, "start");
+    local_->start_redis();
+}
+void TestServers::restart_redis() {
+    require_single_redis(*this, "restart");
+    local_->restart_redis();
+}
+int TestServers::redis_pid() const noexcept { return cluster_ ? 0 : local_->redis_pid(); }
+
+void TestServers::kill_mysql() { local_->kill_mysql(); }
+void TestServers::start_mysql() { local_->start_mysql(); }
+void TestServers::restart_mysql() { local_->restart_mysql(); }
+int TestServers::mysql_pid() const noexcept { return local_->mysql_pid(); }
+
+TestServers& servers() {
     // Function-local static: started by the first test that needs it, destroyed at exit.
-    static LocalServers instance;
+    static TestServers instance;
     return instance;
 }
 
 std::string unique_prefix() {
     static std::atomic<int> counter{0};
     return "{t" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1)) + "}:";
+}
+
+std::string unique_lock_prefix() {
+    static std::atomic<int> counter{0};
+    return "t" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1)) + ":";
 }
 
 }  // namespace lockstep::test

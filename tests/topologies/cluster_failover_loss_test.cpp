@@ -9,7 +9,6 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -65,27 +64,8 @@ std::string name_on(const std::string& prefix, int want, int other_than = -1) {
     return {};
 }
 
-struct Client {
-    explicit Client(const std::string& prefix) {
-        RedisOptions o = cluster().redis_options();
-        o.failover_wait = 20s;
-        redis = std::make_unique<RedisClient>(o);
-        LockClientOptions lo;
-        lo.prefix = prefix;
-        lo.on_lost = [this](const LockLoss& l) {
-            std::lock_guard g(mu);
-            losses.push_back(l);
-        };
-        locks = std::make_unique<RedisLockClient>(*redis, lo);
-    }
-    std::vector<LockLoss> reported() {
-        std::lock_guard g(mu);
-        return losses;
-    }
-    std::mutex mu;
-    std::vector<LockLoss> losses;
-    std::unique_ptr<RedisClient> redis;
-    std::unique_ptr<RedisLockClient> locks;
+struct Client : test::LockClientOnTopology {
+    explicit Client(const std::string& prefix) : LockClientOnTopology(cluster().redis_options(), prefix) {}
 };
 
 TEST(ClusterFailoverLoss, AMigratedSlotIsNotAFailoverItsHoldIsKeptAndRenews) {

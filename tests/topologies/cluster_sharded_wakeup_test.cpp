@@ -69,19 +69,10 @@ long long shard_subscribers(int port, const std::string& channel) {
     return on_node(port, {"PUBSUB", "SHARDNUMSUB", channel}).elements().at(1).integer();
 }
 
-struct Side {
-    explicit Side(const std::string& prefix) {
-        RedisOptions o = cluster().redis_options();
-        o.failover_wait = 20s;
-        redis = std::make_unique<RedisClient>(o);
-        LockClientOptions lo;
-        lo.prefix = prefix;
-        // A woken waiter acquires at once; one that missed its message would wait this long.
-        lo.claim_refresh = 60s;
-        locks = std::make_unique<RedisLockClient>(*redis, lo);
-    }
-    std::unique_ptr<RedisClient> redis;
-    std::unique_ptr<RedisLockClient> locks;
+struct Side : test::LockClientOnTopology {
+    // A woken waiter acquires at once; one that missed its message would wait claim_refresh.
+    explicit Side(const std::string& prefix)
+        : LockClientOnTopology(cluster().redis_options(), prefix, [](LockClientOptions& lo) { lo.claim_refresh = 60s; }) {}
 };
 
 // Holds `held` until `waiter` is queued on the lock's master, then releases it: the release
