@@ -26,7 +26,8 @@ void register_cache_hit(Environment& env, Plan& plan) {
     const std::string key = repo->key_of(id);
     const std::string bytes = env.redis().get(key).value_or("");
     if (!CacheEntry::decode(bytes)) throw Error("cache hit: the entry was not filled");
-    const RedisOptions options = env.redis_options();
+    // The key's own server (its slot's master on a cluster): the raw GET is one plain round trip.
+    const RedisOptions options = raw_options_for_key(env.redis(), key);
     RedisClient* client = &env.redis();
 
     benchmark::RegisterBenchmark(

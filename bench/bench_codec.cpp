@@ -47,7 +47,8 @@ void register_codec(Environment& env, Plan& plan) {
     const auto bin_entry = CacheEntry::decode(env.redis().get(bin_repo->key_of(id)).value_or(""));
     if (!bin_entry) throw Error("codec: the binary entry was not filled");
     const std::string bin_payload = bin_entry->payload;
-    const RedisOptions options = env.redis_options();
+    // The key's own server (its slot's master on a cluster): the raw GET is one plain round trip.
+    const RedisOptions options = raw_options_for_key(env.redis(), json_key);
 
     benchmark::RegisterBenchmark(
         kBench,

@@ -4,7 +4,11 @@
 //
 // Redis side: `MEMORY USAGE <key> SAMPLES 0` summed over every key under the lock's stem
 // (SCAN <stem>*, so the figure follows whatever layout locks/ uses today), while the lock is
-// held; the baseline keys are written by this file with key names of the same length, so key
+// held. Both are asked of the server that holds the key (on a cluster its slot's master: a
+// lock's keys share its {name} hash tag, so SCAN of that one node finds them all; MEMORY and
+// SCAN name no routable key, so RedisClient::command would send them to any master). The
+// baseline keys share no hash tag, so each is deleted by its own DEL (one multi-key DEL would be
+// CROSSSLOT on a cluster); the baseline keys are written by this file with key names of the same length, so key
 // length is not what the comparison measures. Redis's own per-key bookkeeping (dictEntry, robj,
 // the expires entry) is in both.
 //
@@ -19,12 +23,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "families.h"
+#include "lockstep/cache/redis_connection.h"
 #include "lockstep/locks/lock_keys.h"
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/locks/redis_read_write_lock.h"
@@ -41,8 +48,15 @@ constexpr int kReaders = 3;
 constexpr int kClientHolds = 64;
 constexpr int kPoolConnections = 8;
 
+// A command about `key` on the server that holds it (see the file comment).
+RedisReply on_owner(RedisClient& redis, std::string_view key, std::initializer_list<std::string_view> args) {
+    RedisReply r = redis.connection_for_key(key)->command(args);
+    r.throw_if_error();
+    return r;
+}
+
 long long memory_usage(RedisClient& redis, const std::string& key) {
-    auto r = redis.command({"MEMORY", "USAGE", key, "SAMPLES", "0"});
+    auto r = on_owner(redis, key, {"MEMORY", "USAGE", key, "SAMPLES", "0"});
     return r.is_nil() ? 0 : r.integer();
 }
 
@@ -58,7 +72,7 @@ KeySet keys_under(RedisClient& redis, const std::string& stem) {
     std::string cursor = "0";
     std::vector<std::string> names;
     do {
-        auto r = redis.command({"SCAN", cursor, "MATCH", stem + "*", "COUNT", "1000"});
+        auto r = on_owner(redis, stem, {"SCAN", cursor, "MATCH", stem + "*", "COUNT", "1000"});
         cursor = r.elements().at(0).str();
         for (const auto& k : r.elements().at(1).elements()) names.push_back(k.str());
     } while (cursor != "0");
@@ -144,8 +158,13 @@ void register_memory(Environment& env, Plan& plan) {
                     holder.lock();
                     std::vector<std::thread> waiters;
                     std::atomic<int> errors{0};
+                    // Waiters as other processes would queue: threads of one client with the
+                    // local gate on would wait in this process, and only one would reach Redis.
+                    LockClientOptions apart = locks.options();
+                    apart.local_gate = false;
+                    RedisLockClient waiting_client(redis, apart);
                     std::vector<std::unique_ptr<RedisMutex>> ms;
-                    for (int i = 0; i < kWaiters; ++i) ms.push_back(std::make_unique<RedisMutex>(locks, holder.name()));
+                    for (int i = 0; i < kWaiters; ++i) ms.push_back(std::make_unique<RedisMutex>(waiting_client, holder.name()));
                     for (int i = 0; i < kWaiters; ++i) {
                         waiters.emplace_back([&, i] {
                             try {
@@ -183,7 +202,8 @@ void register_memory(Environment& env, Plan& plan) {
                     state.counters["waited_errors"] = errors.load();
                     state.counters["waited_baseline_bytes"] =
                         static_cast<double>(memory_usage(redis, base) + memory_usage(redis, base_q));
-                    redis.command({"DEL", base, base_q});
+                    redis.command({"DEL", base});
+                    redis.command({"DEL", base_q});
                 }
                 // 3. A read-write lock held by kReaders readers (threads). Smallest: one hash
                 // reader -> its lease deadline, the key's TTL the latest of them.
@@ -266,10 +286,12 @@ void register_memory(Environment& env, Plan& plan) {
                     o.pool_size = kPoolConnections;
                     const std::size_t c0 = heap_in_use();
                     auto client = std::make_unique<RedisClient>(o);
-                    client->command({"PING"});
+                    // The first connection, to the server the BLPOPs below use (on a cluster,
+                    // the list's master: a PING would open one to any master).
+                    const std::string empty_list = e->prefix() + "mem-empty-list";
+                    client->command({"EXISTS", empty_list});
                     const std::size_t c1 = heap_in_use();
                     std::vector<std::thread> users;
-                    const std::string empty_list = e->prefix() + "mem-empty-list";
                     for (int i = 0; i < kPoolConnections; ++i)
                         users.emplace_back([&] { client->command({"BLPOP", empty_list, "0.2"}); });
                     for (auto& t : users) t.join();

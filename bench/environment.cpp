@@ -124,34 +124,51 @@ std::string Environment::redis_version() {
 std::map<std::string, Environment::CommandStat> Environment::command_stats() {
     // Lines like "cmdstat_evalsha:calls=12,usec=345,usec_per_call=28.75,...".
     std::map<std::string, CommandStat> out;
-    const std::string info = redis_->command({"INFO", "commandstats"}).str();
-    std::size_t at = 0;
-    while ((at = info.find("cmdstat_", at)) != std::string::npos) {
-        const std::size_t colon = info.find(':', at);
-        const std::size_t eol = info.find_first_of("\r\n", at);
-        if (colon == std::string::npos || colon > eol) break;
-        const std::string name = info.substr(at + 8, colon - at - 8);
-        const std::string fields = info.substr(colon + 1, eol - colon - 1);
-        CommandStat stat;
-        auto number = [&](const std::string& key) -> long long {
-            auto p = fields.find(key + "=");
-            return p == std::string::npos ? 0 : std::stoll(fields.substr(p + key.size() + 1));
-        };
-        stat.calls = number("calls");
-        stat.usec = number("usec");
-        out[name] = stat;
-        at = eol;
+    for (const std::string& info : info_of_masters("commandstats")) {
+        std::size_t at = 0;
+        while ((at = info.find("cmdstat_", at)) != std::string::npos) {
+            const std::size_t colon = info.find(':', at);
+            const std::size_t eol = info.find_first_of("\r\n", at);
+            if (colon == std::string::npos || colon > eol) break;
+            const std::string name = info.substr(at + 8, colon - at - 8);
+            const std::string fields = info.substr(colon + 1, eol - colon - 1);
+            auto number = [&](const std::string& key) -> long long {
+                auto p = fields.find(key + "=");
+                return p == std::string::npos ? 0 : std::stoll(fields.substr(p + key.size() + 1));
+            };
+            out[name].calls += number("calls");
+            out[name].usec += number("usec");
+            at = eol;
+        }
     }
     return out;
 }
 
 double Environment::redis_cpu_seconds() {
-    const std::string info = redis_->command({"INFO", "cpu"}).str();
-    auto field = [&](const std::string& name) {
-        auto at = info.find(name + ":");
-        return at == std::string::npos ? 0.0 : std::stod(info.substr(at + name.size() + 1));
-    };
-    return field("used_cpu_sys") + field("used_cpu_user");
+    double total = 0;
+    for (const std::string& info : info_of_masters("cpu")) {
+        auto field = [&](const std::string& name) {
+            auto at = info.find(name + ":");
+            return at == std::string::npos ? 0.0 : std::stod(info.substr(at + name.size() + 1));
+        };
+        total += field("used_cpu_sys") + field("used_cpu_user");
+    }
+    return total;
+}
+
+std::vector<std::string> Environment::info_of_masters(const char* section) {
+    if (redis_options_.topology != RedisTopology::Cluster) return {redis_->command({"INFO", section}).str()};
+    std::lock_guard lock(masters_mutex_);
+    if (masters_.empty()) {
+        for (const RedisOptions& o : raw_master_options(*redis_))
+            masters_.push_back(std::make_unique<RawRedis>(o));
+    }
+    std::vector<std::string> out;
+    for (auto& m : masters_) {
+        auto r = m->command({"INFO", section});
+        out.emplace_back(r->str, r->len);
+    }
+    return out;
 }
 
 std::string Environment::mariadb_version() {

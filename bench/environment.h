@@ -10,13 +10,16 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/mysql_options.h"
 #include "lockstep/core/redis_options.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/servers/local_servers.h"
+#include "raw_redis.h"
 #if LOCKSTEP_BENCH_HAS_LOCKS
 #include "lockstep/locks/lock_client.h"
 #endif
@@ -63,7 +66,9 @@ public:
 
     // INFO commandstats of the Redis server: calls and microseconds spent, per command ("evalsha"),
     // scripts included (their inner commands are counted too). Deltas of two snapshots tell what
-    // a piece of code costs the server, whatever else the client layer does.
+    // a piece of code costs the server, whatever else the client layer does. On a cluster: summed
+    // over every master (a command runs on its key's master, not on the one a keyless INFO
+    // would reach), as is redis_cpu_seconds().
     struct CommandStat {
         long long calls = 0;
         long long usec = 0;
@@ -82,6 +87,9 @@ public:
 #endif
 
 private:
+    // One INFO <section> reply per master (one on a single server or behind Sentinel).
+    std::vector<std::string> info_of_masters(const char* section);
+
     Budget budget_;
     std::unique_ptr<LocalServers> servers_;
     RedisOptions redis_options_;
@@ -91,6 +99,9 @@ private:
 #if LOCKSTEP_BENCH_HAS_LOCKS
     std::unique_ptr<RedisLockClient> locks_;
 #endif
+    // Cluster only: a raw connection to each master, for INFO (opened at the first call).
+    std::mutex masters_mutex_;
+    std::vector<std::unique_ptr<RawRedis>> masters_;
     std::string prefix_;
     std::int64_t first_id_ = 0;
     std::atomic<std::int64_t> next_id_{0};
