@@ -123,6 +123,86 @@ TEST(ZooKeeperLock, AHandleInUseIsClosedByItsLastUserNotUnderIt) {
     EXPECT_EQ(s.stats().handles_closed, 1u) << "the old handle was not closed by its last user";
 }
 
+// A waiter whose only blocker is its predecessor takes the lock on that node's deletion event,
+// without listing the queue again (sequence numbers only grow: nothing can appear ahead of it).
+// Curator lists again: one more round trip per hand-over.
+TEST(ZooKeeperLock, TheOnlyBlockersDeletionHandsOverWithoutAListing) {
+    const auto zk = parse_zookeeper_url(backend_url("zookeeper"));
+    LockServiceOptions o;
+    o.prefix = "solo:";
+    ZooKeeperLockService holder(zk, o);
+    ZooKeeperLockService waiter(zk, o);
+    auto h = holder.make_mutex("m");
+    h->lock();
+    std::atomic<int> watching{0};
+    auto armed = fault::arm("locks.zookeeper.watching", [&] { watching.fetch_add(1); });
+    std::atomic<bool> acquired{false};
+    std::thread t([&] {
+        auto w = waiter.make_mutex("m");
+        w->lock();
+        acquired = true;
+        w->unlock();
+    });
+    ASSERT_TRUE(eventually([&] { return watching.load() == 1; }, 20s)) << "the waiter never set its watch";
+    EXPECT_FALSE(acquired.load());
+    h->unlock();
+    t.join();
+    EXPECT_TRUE(acquired.load());
+    EXPECT_EQ(watching.load(), 1) << "the waiter waited again after the holder's release";
+    EXPECT_EQ(waiter.stats().handovers_without_listing, 1u);
+}
+
+// The shortcut above is only for a waiter's *only* blocker: W2 queued behind the holder H and a
+// waiter W1; W1 gives up (its deadline passes, its node is deleted) while H still holds. W2 must
+// list the queue again and wait for H, not take W1's deletion for the lock's release.
+TEST(ZooKeeperLock, AWaiterThatGivesUpAheadIsNotTakenForTheRelease) {
+    const auto zk = parse_zookeeper_url(backend_url("zookeeper"));
+    LockServiceOptions o;
+    o.prefix = "ahead:";
+    ZooKeeperLockService holder(zk, o);
+    ZooKeeperLockService first(zk, o);
+    ZooKeeperLockService second(zk, o);
+    auto h = holder.make_mutex("m");
+    h->lock();
+    // W1's first arrival at the watch point waits at the gate (its watch already set) until W2
+    // has queued behind it; every other arrival is only counted.
+    std::atomic<int> watching{0};
+    fault::Gate w1_gate;
+    auto armed = fault::arm("locks.zookeeper.watching", [&, pass = w1_gate.action()] {
+        if (watching.fetch_add(1) == 0) pass();
+    });
+    constexpr auto kW1Wait = 300ms;
+    std::atomic<bool> w1_got{true};
+    const auto w1_start = std::chrono::steady_clock::now();
+    std::thread w1([&] {
+        auto m = first.make_mutex("m");
+        w1_got = m->try_lock_for(kW1Wait);
+        if (w1_got) m->unlock();
+    });
+    ASSERT_TRUE(w1_gate.wait_arrivals(1, 20s)) << "W1 never queued";
+    std::atomic<bool> w2_got{false};
+    std::thread w2([&] {
+        auto m = second.make_mutex("m");
+        m->lock();
+        w2_got = true;
+        m->unlock();
+    });
+    ASSERT_TRUE(eventually([&] { return watching.load() == 2; }, 20s)) << "W2 never queued behind W1";
+    // W1's deadline has passed when it leaves the gate: it gives up and deletes its node.
+    std::this_thread::sleep_until(w1_start + kW1Wait + 50ms);
+    w1_gate.open();
+    w1.join();
+    EXPECT_FALSE(w1_got.load());
+    // W2 either (wrongly) took the lock or listed again and now watches H.
+    ASSERT_TRUE(eventually([&] { return w2_got.load() || watching.load() == 3; }, 20s));
+    EXPECT_FALSE(w2_got.load()) << "W2 took the deletion of a waiter ahead of it for the holder's release";
+    EXPECT_EQ(second.stats().handovers_without_listing, 0u);
+    h->unlock();
+    w2.join();
+    EXPECT_TRUE(w2_got.load());
+    EXPECT_EQ(second.stats().handovers_without_listing, 1u) << "W2's second wait had one blocker, H";
+}
+
 // The floor the ZooKeeper lock cycle is compared with: a raw create-ephemeral-sequential + delete.
 TEST(ZooKeeperLock, RawFloorIsMeasured) {
     const auto o = parse_zookeeper_url(backend_url("zookeeper"));

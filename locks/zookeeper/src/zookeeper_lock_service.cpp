@@ -124,6 +124,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // woke made the others miss their wake-up: the 30 s TimeoutError of the repository test).
     struct Watch {
         int fired = 0;
+        int deleted = 0;  // of those, NodeDeleted events (a lock node never changes otherwise)
         int waiters = 0;
     };
     std::map<std::string, Watch> watches GUARDED_BY(mu);
@@ -174,7 +175,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                     disconnected_since = SteadyClock::now();
                 }
             } else if (!path.empty()) {
-                if (auto it = watches.find(path); it != watches.end()) ++it->second.fired;
+                if (auto it = watches.find(path); it != watches.end()) {
+                    ++it->second.fired;
+                    if (type == ZOO_DELETED_EVENT) ++it->second.deleted;
+                }
                 ++stats.watches_fired;
             }
         }
@@ -549,11 +553,12 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 // Whom to wait for: a mutex or a writer the node just before it; a reader the
                 // nearest earlier writer (readers share).
                 std::string pred;
+                int blockers = 0;  // earlier nodes this one waits for: pred is the nearest
                 for (auto it = me; it != queue.begin();) {
                     --it;
                     if (hold.kind != HoldKind::Read || it->tag == "write") {
-                        pred = it->name;
-                        break;
+                        if (pred.empty()) pred = it->name;
+                        ++blockers;
                     }
                 }
                 if (pred.empty()) break;
@@ -561,12 +566,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 // Registered before the exists() that sets the watch, so its event cannot be
                 // missed; every waiter of this path sees it (Watch above).
                 int seen = 0;
+                int seen_deleted = 0;
                 std::uint64_t changes = 0;
                 {
                     MutexLock g(mu);
                     auto& w = watches[pred_path];
                     ++w.waiters;
                     seen = w.fired;
+                    seen_deleted = w.deleted;
                     changes = state_changes;
                 }
                 struct Leave {
@@ -582,8 +589,12 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 Stat st{};
                 // One watch, on the predecessor only (L9).
                 const int rc = call(h, [&] { return zoo_exists(h, pred_path.c_str(), 1, &st); });
+                // Gone before the watch was set. When it was our only blocker we are first:
+                // sequence numbers only grow, so no node can appear ahead of ours.
+                if (rc == ZNONODE && blockers == 1) break;
                 if (rc == ZNONODE) continue;
                 if (rc != ZOK) fail(rc, "exists " + pred_path);
+                fault::point("locks.zookeeper.watching");  // queued, the watch set, about to wait
                 MutexLock g(mu);
                 // A session event (disconnect, reconnect) also wakes the waiter (wait_over).
                 bool woke = true;
@@ -598,6 +609,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                     g.unlock();
                     delete_node(h, my_path);  // give up our place
                     return false;
+                }
+                // The hand-over without a listing: our only blocker was deleted, and sequence
+                // numbers only grow, so nothing can stand ahead of us now — we hold the lock.
+                // (Curator lists the children again: one more round trip per hand-over.) After a
+                // session event the queue is listed again as before.
+                if (blockers == 1 && watches[pred_path].deleted != seen_deleted && state_changes == changes) {
+                    ++stats.handovers_without_listing;
+                    break;
                 }
             }
         } catch (const SessionEnded&) {

@@ -56,6 +56,7 @@ struct ZooKeeperLockStats {
     std::uint64_t sessions = 0;         // sessions opened (1 + one per expiry)
     std::uint64_t acquired = 0;         // new acquisitions
     std::uint64_t watches_fired = 0;    // predecessor watches that woke a waiter
+    std::uint64_t handovers_without_listing = 0;  // waits ended by the only blocker's deletion (no re-list)
     std::uint64_t create_retries = 0;   // creates repeated after a connection loss
     std::uint64_t adopted_nodes = 0;    // of those, nodes found by guid instead of created again
     std::uint64_t connection_retries = 0;  // other calls repeated after a reconnect in the session
