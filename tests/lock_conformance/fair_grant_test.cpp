@@ -214,5 +214,105 @@ TEST(RedisFairGrant, AGrantWhoseMessageIsLostIsFoundByTheReCheckWithAFreshToken)
     b->unlock();
 }
 
+// A lock freed without a release (its holder's lease ran out unrenewed; here the test deletes
+// the key, as the expiry would) with an older live waiter X at the head: X takes it at its own
+// re-check. A waiter Y behind X that re-checks meanwhile must wait for X's place in line to
+// expire, not re-run its script every millisecond (it did: the script's wait hint was the free
+// lock's TTL, 0, raised to 1 ms). X is held at its re-check by the test, so the window is forced.
+TEST(RedisFairGrant, AFreeLockWhoseHeadIsAnotherWaiterDoesNotMakeTheOthersPoll) {
+    LockServiceOptions o;
+    o.prefix = grant_prefix();
+    RedisFairLockOptions f;
+    f.waiter_grace = 4s;  // re-checks every 2 s; a place in line lives 4 s
+    RedisFairLockService holder(servers().redis_options(), o, f);
+    RedisFairLockService xs(servers().redis_options(), o, f);
+    RedisFairLockService ys(servers().redis_options(), o, f);
+    RedisClient raw(servers().redis_options());
+    auto a = holder.make_mutex("p", long_lease());
+    a->lock();
+    fault::Gate x_recheck;
+    std::atomic<int> y_scripts{0};
+    std::atomic<std::thread::id> x_id{}, y_id{};
+    auto armed = fault::arm("locks.fair.attempt", [&, pass = x_recheck.action()] {
+        const auto me = std::this_thread::get_id();
+        if (me == y_id.load()) y_scripts.fetch_add(1);
+        if (me == x_id.load()) pass();
+    });
+    std::thread x([&] {
+        auto m = xs.make_mutex("p", long_lease());
+        m->lock();
+        m->unlock();
+    });
+    ASSERT_TRUE(line_reaches(holder, "p", 1));
+    x_id = x.get_id();  // from here on, X's next script (its re-check) waits at the gate
+    std::thread y([&] {
+        auto m = ys.make_mutex("p", long_lease());
+        m->lock();
+        m->unlock();
+    });
+    ASSERT_TRUE(line_reaches(holder, "p", 2));
+    y_id = y.get_id();
+    ASSERT_EQ(raw.del({LockKeys(o.prefix, "p").stem() + ":fair"}), 1);  // A's lease "ran out"
+    ASSERT_TRUE(x_recheck.wait_arrivals(1, 20s)) << "X never re-checked";
+    // Both timers were set for the same re-check; give Y's that moment, then count.
+    ASSERT_TRUE(eventually([&] { return y_scripts.load() >= 1; }, 20s)) << "Y never re-checked";
+    const int before = y_scripts.load();
+    std::this_thread::sleep_for(300ms);  // the window: a 1 ms poll runs ~300 scripts in it
+    const int in_window = y_scripts.load() - before;
+    EXPECT_LE(in_window, 1) << "Y polled a free lock that an older live waiter is due to take";
+    x_recheck.open();
+    x.join();
+    y.join();
+    armed.disarm();
+    a->unlock();  // its hold was taken from it (the key deleted): reported, not thrown
+}
+
+// The watchdog drops a room (the per-name subscription of this service) after it has been idle
+// for 2 s. A message that reaches the room's callback after the room left the map but before its
+// subscription ended must find the room alive: the room was freed first (and its mutex unlocked
+// after the free), a use after free the sanitizer legs would report here.
+TEST(RedisFairGrant, AMessageForADroppedRoomFindsItAliveUntilItsSubscriptionEnds) {
+    LockServiceOptions o;
+    o.prefix = grant_prefix();
+    RedisFairLockService holder(servers().redis_options(), o, no_recheck());
+    RedisFairLockService waiter(servers().redis_options(), o, no_recheck());
+    RedisClient raw(servers().redis_options());
+    auto a = holder.make_mutex("d", long_lease());
+    a->lock();
+    fault::Gate holding;
+    std::thread w([&] {
+        auto m = waiter.make_mutex("d", long_lease());
+        m->lock();
+        holding.action()();
+        m->unlock();
+    });
+    ASSERT_TRUE(line_reaches(holder, "d", 1));
+    a->unlock();  // grants W: `waiter` has a room for "d"
+    ASSERT_TRUE(holding.wait_arrivals(1, 20s));
+    const auto v = lock_value(raw, o.prefix, "d");
+    ASSERT_TRUE(v.has_value());
+    const std::string id = v->substr(0, v->find('#'));  // "<service id>:<thread>:w<n>:<lease>"
+    const std::string channel = LockKeys(o.prefix, "d").stem() + ":fair:ch:" + id.substr(0, id.find(':'));
+    holding.open();
+    w.join();
+    std::atomic<int> delivered{0};
+    auto counting = fault::arm("locks.fair.grant_message", [&] { delivered.fetch_add(1); });
+    std::atomic<int> subscribers{-1};
+    std::atomic<bool> seen{false}, finished{false};
+    auto at_drop = fault::arm(
+        "locks.fair.rooms_dropped",
+        [&] {
+            // On the watchdog's thread, between the room's removal and its unsubscribe. The
+            // message names a waiter of this service that is not there (an orphan grant).
+            subscribers = static_cast<int>(raw.publish(channel, id + " 1"));
+            seen = eventually([&] { return delivered.load() >= 1; }, 10s);
+            finished = true;
+        },
+        fault::ArmOptions{0, 1, {}});
+    ASSERT_TRUE(eventually([&] { return finished.load(); }, 20s)) << "the idle room was not dropped";
+    EXPECT_EQ(subscribers.load(), 1) << "the dropped room's subscription had already ended";
+    EXPECT_TRUE(seen.load()) << "the message did not reach the room's callback";
+}
+
 }  // namespace
 }  // namespace lockstep::test

@@ -119,8 +119,17 @@ if ARGV[4] == '1' then
   redis.call('pexpire', KEYS[2], keep)
   redis.call('pexpire', KEYS[3], keep)
 end
+-- The wait hint: until the holder's lease ends. A free lock here has an older live waiter at
+-- the head (it was freed without a release: a lease ran out): that waiter takes it at its own
+-- re-check, so wait until its place in line would expire, not 0 ms (every waiter behind it
+-- polled once a millisecond). A key without a TTL (written from outside): the grace.
 local ttl = redis.call('pttl', KEYS[1])
-if ttl < 0 then ttl = 0 end
+if ttl == -2 and head then
+  ttl = tonumber(redis.call('zscore', KEYS[3], head)) - now_ms
+elseif ttl < 0 then
+  ttl = tonumber(ARGV[3])
+end
+if ttl < 1 then ttl = 1 end
 return {0, ttl}
 )lua"));
     return s;

@@ -106,12 +106,17 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         redis = std::make_unique<RedisClient>(redis_options);
         rw = std::make_unique<RedisLockService>(redis_options, std::move(o));
     }
-    // The rooms' callbacks point at this State and their Room: end every subscription first.
+    // The rooms' callbacks point at this State and their Room: end every subscription first,
+    // then let the rooms go (declared before `subs`, so destroyed after it).
     ~State() override {
+        std::vector<std::shared_ptr<Room>> left;
         std::vector<RedisSubscriber::Subscription> subs;
         {
             MutexLock g(rooms_mu);
-            for (auto& [n, r] : rooms) subs.push_back(std::move(r->subscription));
+            for (auto& [n, r] : rooms) {
+                subs.push_back(std::move(r->subscription));
+                left.push_back(std::move(r));
+            }
             rooms.clear();
         }
         subs.clear();
@@ -442,6 +447,11 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     }
 
     void drop_idle_rooms() EXCLUDES(rooms_mu) {
+        // Destruction order matters (reverse of declaration): `ended` first — once a Subscription
+        // is gone its callback never runs again — then `dropped`, the rooms those callbacks point
+        // at. Freeing a room while its subscription could still deliver (or while holding its
+        // mutex) was a use after free.
+        std::vector<std::shared_ptr<Room>> dropped;
         std::vector<RedisSubscriber::Subscription> ended;
         {
             MutexLock g(rooms_mu);
@@ -449,14 +459,18 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             for (auto it = rooms.begin(); it != rooms.end();) {
                 Room& r = *it->second;
                 if (r.refs == 0 && now - r.idle_since >= kRoomLinger) {
-                    MutexLock rg(r.mu);
-                    if (r.ready) ended.push_back(std::move(r.subscription));
+                    {
+                        MutexLock rg(r.mu);
+                        if (r.ready) ended.push_back(std::move(r.subscription));
+                    }
+                    dropped.push_back(std::move(it->second));
                     it = rooms.erase(it);
                 } else {
                     ++it;
                 }
             }
         }
+        if (!dropped.empty()) fault::point("locks.fair.rooms_dropped");  // tests: a message right now
         // `ended` unsubscribes here, outside every lock (the subscriber thread may be delivering).
     }
 };
