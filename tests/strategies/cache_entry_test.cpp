@@ -37,6 +37,22 @@ TEST(JsonCodecTest, AnIntegerBeyond64BitsIsRefusedNotCast) {
     EXPECT_EQ(codec.decode(R"({"weight":2.5e300,"id":18446744073709551615})").weight, 2.5e300);
 }
 
+// Found by tests/fuzz/fuzz_cache_entry (session 8): a float with a fraction, far beyond int64,
+// in an integer field was cast (undefined behaviour). A float where T keeps an integer is refused
+// when it is out of int32's range; a double field keeps any value.
+TEST(JsonCodecTest, AFloatOutOfRangeForAnIntegerFieldIsRefusedNotCast) {
+    const JsonCodec<Counted> codec;
+    EXPECT_THROW(codec.decode(R"({"id":-13377700045030141000749507.039908014829,"weight":1})"), std::out_of_range);
+    EXPECT_THROW(codec.decode(R"({"id":3e9,"weight":1})"), std::out_of_range);
+    EXPECT_THROW(codec.decode(R"({"id":1e300,"weight":1e300})"), std::out_of_range);
+    EXPECT_EQ(codec.decode(R"({"id":7,"weight":-1e22})").weight, -1e22);
+    EXPECT_EQ(codec.decode(R"({"id":2.9,"weight":0.5})").id, 2);  // in range: truncated, defined
+    // Nested and repeated: every place is checked.
+    const JsonCodec<std::vector<Counted>> many;
+    EXPECT_THROW(many.decode(R"([{"id":1,"weight":1e30},{"id":1e30,"weight":1}])"), std::out_of_range);
+    EXPECT_EQ(many.decode(R"([{"id":1,"weight":1e30},{"id":2,"weight":1}])").at(0).weight, 1e30);
+}
+
 TEST(CacheEntryTest, ValueRoundTripsWithBinaryPayload) {
     const std::string payload("a\0b:c\xff", 6);
     auto bytes = CacheEntry::encode_value(42, payload);

@@ -10,12 +10,12 @@
 // to call concurrently (stateless codecs are).
 #pragma once
 
-#include <charconv>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -48,46 +48,47 @@ public:
         return j.dump();
     }
     T decode(std::string_view bytes) const override {
-        refuse_integers_beyond_64_bits(bytes);
-        return nlohmann::json::parse(bytes.begin(), bytes.end()).template get<T>();
+        const nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end());
+        refuse_floats_in_integer_fields(j);
+        return j.template get<T>();
     }
 
 private:
-    // nlohmann-json keeps an integer literal that fits neither int64 nor uint64 as a double, and
-    // its from_json into an integer field then static_casts that double: undefined behaviour
-    // (found by tests/fuzz/fuzz_cache_entry, UBSan float-cast-overflow). encode() never writes
-    // such a literal, so an entry holding one is corrupt: refuse it (the repository treats it as
-    // a miss). Literals with a fraction or an exponent are doubles by intent and are left alone.
-    static void refuse_integers_beyond_64_bits(std::string_view bytes) {
-        bool in_string = false;
-        for (std::size_t i = 0; i < bytes.size(); ++i) {
-            const char c = bytes[i];
-            if (in_string) {
-                if (c == '\\') ++i;
-                else if (c == '"') in_string = false;
-                continue;
+    // nlohmann-json's from_json into an integer field static_casts a JSON float: undefined
+    // behaviour when the float is out of the field's range (found by tests/fuzz/fuzz_cache_entry,
+    // UBSan float-cast-overflow: "-1.3e25 is outside the range of ... 'long'"; an integer literal
+    // beyond 64 bits is parsed as a float too). encode() writes integer fields as JSON integers,
+    // so a large float where T keeps an integer is a corrupt entry: refused (std::out_of_range;
+    // the repository treats it as a miss). Which fields are integers only T knows: when the entry
+    // holds a float outside int32's range, T is decoded once from a copy with those floats set to
+    // 0.0 (no conversion is undefined for 0.0) and encoded again; a float whose place comes back
+    // as anything but a float (an integer) was headed for an integer field. A double field keeps
+    // its large value (1e22 stays 1e22). Not covered: a negative float in an unsigned field.
+    static void refuse_floats_in_integer_fields(const nlohmann::json& j) {
+        constexpr double kLimit = 2147483648.0;  // 2^31: beyond it, a float overflows some integer field
+        std::vector<nlohmann::json::json_pointer> suspects;
+        std::vector<std::pair<const nlohmann::json*, nlohmann::json::json_pointer>> todo;
+        todo.emplace_back(&j, nlohmann::json::json_pointer());
+        while (!todo.empty()) {  // iterative: a deeply nested entry must not overflow the stack
+            auto [node, at] = std::move(todo.back());
+            todo.pop_back();
+            if (node->is_number_float()) {
+                const double v = node->template get<double>();
+                if (!(v > -kLimit && v < kLimit)) suspects.push_back(at);
+            } else if (node->is_object()) {
+                for (const auto& [key, child] : node->items()) todo.emplace_back(&child, at / key);
+            } else if (node->is_array()) {
+                for (std::size_t i = 0; i < node->size(); ++i) todo.emplace_back(&(*node)[i], at / i);
             }
-            if (c == '"') {
-                in_string = true;
-                continue;
-            }
-            if (c != '-' && (c < '0' || c > '9')) continue;
-            std::size_t end = i;
-            bool integral = true;
-            while (end < bytes.size() && std::string_view("+-0123456789.eE").find(bytes[end]) != std::string_view::npos) {
-                if (bytes[end] == '.' || bytes[end] == 'e' || bytes[end] == 'E') integral = false;
-                ++end;
-            }
-            const std::string_view token = bytes.substr(i, end - i);
-            i = end - 1;
-            if (!integral || token.size() < 19) continue;
-            std::int64_t as_signed = 0;
-            std::uint64_t as_unsigned = 0;
-            const char* first = token.data();
-            const char* last = token.data() + token.size();
-            if (std::from_chars(first, last, as_signed).ec == std::errc{}) continue;
-            if (std::from_chars(first, last, as_unsigned).ec == std::errc{}) continue;
-            throw std::out_of_range("JSON cache entry: integer literal beyond 64 bits: " + std::string(token));
+        }
+        if (suspects.empty()) return;
+        nlohmann::json probe = j;
+        for (const auto& at : suspects) probe[at] = 0.0;
+        const nlohmann::json again = probe.template get<T>();  // to_json(T) below: what encode() writes
+        for (const auto& at : suspects) {
+            if (!again.contains(at) || !again[at].is_number_float())
+                throw std::out_of_range("JSON cache entry: the float at " + at.to_string() +
+                                        " is out of range for the integer field it would be read into");
         }
     }
 };
