@@ -17,8 +17,11 @@
 // ZooKeeper runs on a private standalone server started here (LocalZooKeeper, forceSync=no,
 // 2-5 s of JVM start), or LOCKSTEP_ZOOKEEPER_URL's ensemble.
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,7 @@
 #include "lockstep/locks/redis_fair_lock_service.h"
 #include "lockstep/locks/redis_lock_service.h"
 #include "paired.h"
+#include "same_cpu.h"
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
 #ifndef THREADED
 #define THREADED  // the C client's synchronous API
@@ -116,11 +120,17 @@ void register_lock_backends(Environment& env, Plan& plan) {
     auto mysql = std::make_shared<MysqlLockService>(env.mysql_options(), so);
     {
         const MysqlOptions options = env.mysql_options();
+        const int mysql_pid = env.mysql_pid();
         const std::string raw_name = env.prefix() + "raw-cycle";
         benchmark::RegisterBenchmark(kMysqlCycle,
                                      [=](benchmark::State& state) {
                                          auto m = mysql->make_mutex("bench-cycle");
                                          MysqlConnection raw(options);
+                                         // The control: the floor again on a second connection,
+                                         // opened at the first call as the lock opens its session.
+                                         // raw_again / raw is what this measurement cannot tell
+                                         // from 1.00x (two identical connections).
+                                         std::optional<MysqlConnection> raw_again;
                                          bool busy = false;
                                          const std::vector<TimedOp> ops = {
                                              {"ours",
@@ -134,9 +144,20 @@ void register_lock_backends(Environment& env, Plan& plan) {
                                                   busy = busy || !got || got->get<std::int64_t>("got") != 1;
                                                   raw.query_one("SELECT RELEASE_LOCK(?) AS released", {raw_name});
                                               }},
+                                             {"raw_again",
+                                              [&] {
+                                                  if (!raw_again) raw_again.emplace(options);
+                                                  auto got = raw_again->query_one("SELECT GET_LOCK(?, 0) AS got",
+                                                                                  {raw_name + "-again"});
+                                                  busy = busy || !got || got->get<std::int64_t>("got") != 1;
+                                                  raw_again->query_one("SELECT RELEASE_LOCK(?) AS released",
+                                                                       {raw_name + "-again"});
+                                              }},
                                          };
                                          try {
+                                             const SameCpu placement({mysql_pid});
                                              run_paired(state, ops);
+                                             state.counters["pinned_cpu"] = placement.cpu();
                                          } catch (const std::exception& e) {
                                              state.SkipWithError(e.what());
                                          }
@@ -151,7 +172,10 @@ void register_lock_backends(Environment& env, Plan& plan) {
                      TableRow row = paired_latency_row(m, "ours", "raw", 1.15, "lock+unlock", "GET_LOCK+RELEASE_LOCK");
                      row.notes = "fenced acquisition in one statement, no row written: "
                                  "CASE GET_LOCK(...) WHEN 1 THEN UUID_SHORT() (2 round trips a cycle, as the floor); "
-                                 "an epoch row is written once per server run (docs/locks.md, MySQL)";
+                                 "an epoch row is written once per server run (docs/locks.md, MySQL); "
+                                 "client and server on one CPU for the loop (bench/same_cpu.h); control: the floor on a second connection " +
+                                 times(m.seconds("raw_again") / m.seconds("raw")) + " of the floor";
+                     row.data["control_ratio"] = m.seconds("raw_again") / m.seconds("raw");
                      return row;
                  });
     }
@@ -243,33 +267,84 @@ void register_lock_backends(Environment& env, Plan& plan) {
     ZooKeeperLockOptions zo;
     zo.hosts = hosts;
     auto zk = std::make_shared<ZooKeeperLockService>(zo, so);
+    const int zk_pid = zookeeper().pid();
     benchmark::RegisterBenchmark(kZkCycle,
                                  [=](benchmark::State& state) {
                                      auto m = zk->make_mutex("bench-cycle");
-                                     zhandle_t* zh = zookeeper_init(hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
-                                     for (int i = 0; i < 1000 && zh && zoo_state(zh) != ZOO_CONNECTED_STATE; ++i) {
-                                         std::this_thread::sleep_for(10ms);
-                                     }
-                                     if (!zh || zoo_state(zh) != ZOO_CONNECTED_STATE) {
+                                     const auto connect = [&]() -> zhandle_t* {
+                                         zhandle_t* h = zookeeper_init(hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
+                                         for (int i = 0; i < 1000 && h && zoo_state(h) != ZOO_CONNECTED_STATE; ++i) {
+                                             std::this_thread::sleep_for(10ms);
+                                         }
+                                         if (h && zoo_state(h) != ZOO_CONNECTED_STATE) {
+                                             zookeeper_close(h);
+                                             return nullptr;
+                                         }
+                                         return h;
+                                     };
+                                     // The floor, and the control: the floor again on a second
+                                     // session (raw_again / raw: what this measurement cannot
+                                     // tell from 1.00x).
+                                     zhandle_t* zh = connect();
+                                     zhandle_t* zh_again = zh ? connect() : nullptr;
+                                     if (!zh || !zh_again) {
                                          if (zh) zookeeper_close(zh);
                                          state.SkipWithError("raw ZooKeeper client did not connect");
                                          return;
                                      }
                                      int bad = ZOK;
+                                     const auto raw_cycle = [&bad](zhandle_t* h) {
+                                         char buf[256];
+                                         int rc = zoo_create(h, "/lockstep/bench-raw-", "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                                                             ZOO_EPHEMERAL_SEQUENTIAL, buf, sizeof buf);
+                                         if (rc == ZOK) rc = zoo_delete(h, buf, -1);
+                                         if (rc != ZOK) bad = rc;
+                                     };
+                                     // The least the recipe itself needs: the create and the listing
+                                     // that tells whether the new node is the lowest, pipelined (one
+                                     // round trip, as ours), then the delete.
+                                     const auto raw_recipe_cycle = [&bad](zhandle_t* h) {
+                                         struct Replies {
+                                             std::mutex m;
+                                             std::condition_variable cv;
+                                             int pending = 2;
+                                             int rc = ZOK;
+                                             std::string created;
+                                             void done(int code) {
+                                                 std::lock_guard<std::mutex> g(m);
+                                                 if (code != ZOK) rc = code;
+                                                 if (--pending == 0) cv.notify_one();
+                                             }
+                                         } r;
+                                         zoo_acreate2(
+                                             h, "/lockstep/bench-raw-", "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                                             [](int rc, const char* value, const Stat*, const void* d) {
+                                                 auto* q = static_cast<Replies*>(const_cast<void*>(d));
+                                                 if (rc == ZOK && value) q->created = value;
+                                                 q->done(rc);
+                                             },
+                                             &r);
+                                         zoo_aget_children(
+                                             h, "/lockstep", 0,
+                                             [](int rc, const String_vector*, const void* d) {
+                                                 static_cast<Replies*>(const_cast<void*>(d))->done(rc);
+                                             },
+                                             &r);
+                                         std::unique_lock<std::mutex> g(r.m);
+                                         r.cv.wait(g, [&] { return r.pending == 0; });
+                                         int rc = r.rc;
+                                         if (rc == ZOK) rc = zoo_delete(h, r.created.c_str(), -1);
+                                         if (rc != ZOK) bad = rc;
+                                     };
                                      const std::vector<TimedOp> ops = {
                                          {"ours",
                                           [&] {
                                               m->lock();
                                               m->unlock();
                                           }},
-                                         {"raw",
-                                          [&] {
-                                              char buf[256];
-                                              int rc = zoo_create(zh, "/lockstep/bench-raw-", "", 0, &ZOO_OPEN_ACL_UNSAFE,
-                                                                  ZOO_EPHEMERAL_SEQUENTIAL, buf, sizeof buf);
-                                              if (rc == ZOK) rc = zoo_delete(zh, buf, -1);
-                                              if (rc != ZOK) bad = rc;
-                                          }},
+                                         {"raw", [&] { raw_cycle(zh); }},
+                                         {"raw_again", [&] { raw_cycle(zh_again); }},
+                                         {"raw_recipe", [&] { raw_recipe_cycle(zh_again); }},
                                      };
                                      try {
                                          run_paired(state, ops);
@@ -277,6 +352,7 @@ void register_lock_backends(Environment& env, Plan& plan) {
                                          state.SkipWithError(e.what());
                                      }
                                      zookeeper_close(zh);
+                                     zookeeper_close(zh_again);
                                      if (bad != ZOK && !state.error_occurred()) state.SkipWithError(zerror(bad));
                                  })
         ->Unit(benchmark::kMicrosecond)
@@ -287,7 +363,13 @@ void register_lock_backends(Environment& env, Plan& plan) {
                  const MedianRepetition m(r, kZkCycle, "ours", "raw");
                  TableRow row = paired_latency_row(m, "ours", "raw", 1.15, "lock+unlock", "create+delete");
                  row.notes = "the recipe's create and its get_children are pipelined (one round trip), then delete; "
-                             "forceSync=no";
+                             "forceSync=no; the recipe's own floor (create and listing pipelined, then delete, on a bare "
+                             "handle) " + times(m.seconds("raw_recipe") / m.seconds("raw")) + " of the floor, ours " +
+                             times(m.seconds("ours") / m.seconds("raw_recipe")) +
+                             " of it; control: the floor on a second session " +
+                             times(m.seconds("raw_again") / m.seconds("raw")) + " of the floor";
+                 row.data["recipe_floor_ratio"] = m.seconds("raw_recipe") / m.seconds("raw");
+                 row.data["control_ratio"] = m.seconds("raw_again") / m.seconds("raw");
                  return row;
              });
     register_contended(env, plan, "zookeeper", zk, row_order::kLockBackends + 8);

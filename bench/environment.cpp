@@ -99,6 +99,10 @@ Environment::~Environment() {
     servers_.reset();
 }
 
+int Environment::mysql_pid() const {
+    return servers_->owns_mysql() ? servers_->mysql_pid() : 0;
+}
+
 bool Environment::private_servers() const {
     return servers_->owns_redis() && servers_->owns_mysql();
 }

@@ -56,6 +56,8 @@ public:
     const RedisOptions& redis_options() const noexcept { return redis_options_; }
     const MysqlOptions& mysql_options() const noexcept { return mysql_options_; }
     bool private_servers() const;
+    // pid of the private mariadbd, 0 when the database is external (LOCKSTEP_MYSQL_URL).
+    int mysql_pid() const;
 
     // Prefix of every Redis key of this run: "lsb<pid>:" (no hash tag: keys add their own).
     const std::string& prefix() const noexcept { return prefix_; }
