@@ -19,6 +19,7 @@
 #include "backends.h"
 #include "child_process.h"
 #include "eventually.h"
+#include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/locks/zookeeper_lock_service.h"
 
@@ -38,6 +39,8 @@ TEST(ZooKeeperLock, OneReleaseWakesOneWaiter) {
     m->lock();
     std::atomic<int> acquired{0};
     std::atomic<bool> release_all{false};
+    std::atomic<int> watching{0};  // waiters queued with their watch set, about to wait
+    auto armed = fault::arm("locks.zookeeper.watching", [&] { watching.fetch_add(1); });
     std::vector<std::thread> threads;
     for (auto& w : waiters) {
         threads.emplace_back([&, s = w.get()] {
@@ -54,7 +57,7 @@ TEST(ZooKeeperLock, OneReleaseWakesOneWaiter) {
         for (auto& w : waiters) n += w->stats().watches_fired;
         return n;
     };
-    std::this_thread::sleep_for(300ms);  // let the three queue (their watches are set by then)
+    ASSERT_TRUE(eventually([&] { return watching.load() == 3; }, 20s)) << "not every waiter set its watch";
     EXPECT_EQ(watches_fired(), 0u);
     m->unlock();
     while (acquired.load() == 0) std::this_thread::sleep_for(1ms);
@@ -64,6 +67,26 @@ TEST(ZooKeeperLock, OneReleaseWakesOneWaiter) {
     release_all = true;
     for (auto& t : threads) t.join();
     EXPECT_EQ(acquired.load(), 3);
+}
+
+// The client's host lookups (issue 11 bench: a getaddrinfo at every I/O wake-up by default):
+// the service asks for them only on reconnect unless told otherwise, and refuses a value
+// libzookeeper would refuse, before it connects anywhere.
+TEST(ZooKeeperLock, HostResolutionDelayIsOnReconnectByDefaultAndChecked) {
+    EXPECT_EQ(ZooKeeperLockOptions{}.host_resolution_delay, -1ms);
+    EXPECT_EQ(parse_zookeeper_url("zookeeper://127.0.0.1:1?host_resolution_delay_ms=250").host_resolution_delay, 250ms);
+    EXPECT_THROW(parse_zookeeper_url("zookeeper://127.0.0.1:1?host_resolution_delay_ms=soon"), ConfigError);
+    ZooKeeperLockOptions bad;
+    bad.hosts = "127.0.0.1:1";  // nobody listens: the check must come before any connection attempt
+    bad.host_resolution_delay = -2ms;
+    EXPECT_THROW(ZooKeeperLockService{bad}, ConfigError);
+    // And a service set so works: a lock cycle on the test server with lookups every 250 ms.
+    auto zk = parse_zookeeper_url(backend_url("zookeeper"));
+    zk.host_resolution_delay = 250ms;
+    ZooKeeperLockService s(zk);
+    auto m = s.make_mutex("resolution");
+    m->lock();
+    m->unlock();
 }
 
 TEST(ZooKeeperLock, SessionExpiryIsReportedAsLoss) {

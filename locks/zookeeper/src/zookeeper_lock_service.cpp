@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <map>
 #include <thread>
@@ -257,6 +258,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             h = zookeeper_init(zk.hosts.c_str(), &State::on_event, static_cast<int>(zk.session_timeout.count()), nullptr,
                                this, 0);
             if (h == nullptr) throw ConnectionError("zookeeper_init(" + zk.hosts + ") failed");
+            // Checked in parse/the constructor: -1, 0 or a positive window (ZBADARGUMENTS otherwise).
+            zoo_set_servers_resolution_delay(h, static_cast<int>(zk.host_resolution_delay.count()));
             zh = h;
             zstate = 0;
             expired = false;
@@ -785,6 +788,11 @@ ZooKeeperLockService::ZooKeeperLockService(ZooKeeperLockOptions zk, LockServiceO
     if (state_->zk.root.empty() || state_->zk.root[0] != '/' || state_->zk.root.back() == '/') {
         throw ConfigError("root", "must start with '/' and not end with it");
     }
+    const auto delay = state_->zk.host_resolution_delay.count();
+    if (delay < -1 || delay > std::numeric_limits<int>::max()) {
+        throw ConfigError("host_resolution_delay", "must be -1 (on reconnect only), 0 (libzookeeper's default) or a "
+                                                   "positive number of ms, not " + std::to_string(delay));
+    }
     state_->open_session();
     const SessionRef ref = state_->handle();
     try {
@@ -915,6 +923,7 @@ ZooKeeperLockOptions parse_zookeeper_url(std::string_view url) {
         try {
             if (k == "session_timeout_ms") o.session_timeout = std::chrono::milliseconds(std::stoll(v));
             else if (k == "connect_timeout_ms") o.connect_timeout = std::chrono::milliseconds(std::stoll(v));
+            else if (k == "host_resolution_delay_ms") o.host_resolution_delay = std::chrono::milliseconds(std::stoll(v));
             else throw ConfigError("zookeeper URL", "unknown query parameter '" + k + "'");
         } catch (const std::invalid_argument&) {
             throw ConfigError("query parameter '" + k + "'", "not a number: " + v);

@@ -50,6 +50,12 @@ struct ZooKeeperLockOptions {
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
     // Root of every lock node: <root>/<prefix><name>#m (mutex) and ...#rw (read-write).
     std::string root = "/lockstep";
+    // How often the client looks the hosts up again while connected (zoo_set_servers_resolution_
+    // delay). -1 (default): only when it (re)connects, as the Java client does; > 0: at most once
+    // per that many ms, to follow DNS changes of a live ensemble; 0: libzookeeper's own default,
+    // a lookup (getaddrinfo, a netlink dump of the interfaces) at every wake-up of its I/O thread,
+    // which was ~8% of an uncontended lock cycle on loopback (docs/performance.md, "Session 9").
+    std::chrono::milliseconds host_resolution_delay{-1};
 };
 
 struct ZooKeeperLockStats {
@@ -96,7 +102,7 @@ private:
     std::shared_ptr<State> state_;
 };
 
-// Parses "zookeeper://h:p[,h:p][/][?session_timeout_ms=N]".
+// Parses "zookeeper://h:p[,h:p][/][?session_timeout_ms=N&connect_timeout_ms=N&host_resolution_delay_ms=N]".
 ZooKeeperLockOptions parse_zookeeper_url(std::string_view url);
 
 }  // namespace lockstep
