@@ -3,12 +3,15 @@
 // owner -> count + PEXPIRE; release: decrement, DEL and PUBLISH at zero) sent with bare hiredis,
 // timed call by call in one loop (paired.h). A third operation in the loop runs those same two
 // scripts through RedisClient::eval, which splits the difference into "the client layer" and
-// "the lock itself"; after the timed loop a probe reads what each costs the server.
+// "the lock itself"; after the timed loop a probe reads what each costs the server. A fourth
+// runs the fair mutex (RedisFairLockService, issue 11) against the same floor, and so against
+// the barging mutex measured in the same loop.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "families.h"
+#include "lockstep/locks/redis_fair_lock_service.h"
 #include "lockstep/locks/redis_mutex.h"
 #include "paired.h"
 #include "raw_redis.h"
@@ -53,6 +56,10 @@ void register_lock_cycle(Environment& env, Plan& plan) {
     env.redis().command({"SCRIPT", "LOAD", kMinimalRelease});
     RedisClient* client = &env.redis();
     Environment* env_ptr = &env;
+    LockServiceOptions fair_options;
+    fair_options.prefix = env.prefix();
+    auto fair_service = std::make_shared<RedisFairLockService>(env.redis_options(), fair_options);  // kept alive by the benchmark below
+    std::shared_ptr<DistributedMutex> fair = fair_service->make_mutex("bench-cycle-fair");
 
     benchmark::RegisterBenchmark(
         kCycleBench,
@@ -74,6 +81,11 @@ void register_lock_cycle(Environment& env, Plan& plan) {
                          busy || raw.command({"EVALSHA", acquire->sha1(), "1", raw_lock, raw_owner, "30000"})
                                          ->integer != 0;
                      raw.command({"EVALSHA", release->sha1(), "2", raw_lock, raw_channel, raw_owner});
+                 }},
+                {"fair",
+                 [&, keep = fair_service] {
+                     fair->lock();
+                     fair->unlock();
                  }},
                 {"client",
                  [&] {
@@ -104,8 +116,19 @@ void register_lock_cycle(Environment& env, Plan& plan) {
                 state.counters["ours_server_lock_us"] = lock_us / kProbe;
                 state.counters["ours_server_unlock_us"] = unlock_us / kProbe;
                 state.counters["ours_server_scripts"] = scripts / kProbe;
+                {
+                    const auto f0 = env->command_stats()["evalsha"];
+                    for (int i = 0; i < kProbe; ++i) ops[2].call();  // fair
+                    const auto f1 = env->command_stats()["evalsha"];
+                    state.counters["fair_server_us"] = static_cast<double>(f1.usec - f0.usec) / kProbe;
+                    state.counters["fair_server_scripts"] = static_cast<double>(f1.calls - f0.calls) / kProbe;
+                    const long long before = process_context_switches();
+                    for (int i = 0; i < kProbe; ++i) ops[2].call();
+                    state.counters["fair_switches"] =
+                        static_cast<double>(process_context_switches() - before) / kProbe;
+                }
                 const auto r0 = env->command_stats()["evalsha"];
-                for (int i = 0; i < kProbe; ++i) ops[1].call();
+                for (int i = 0; i < kProbe; ++i) ops[1].call();  // raw
                 const auto r1 = env->command_stats()["evalsha"];
                 state.counters["raw_server_us"] = static_cast<double>(r1.usec - r0.usec) / kProbe;
                 state.counters["raw_server_scripts"] = static_cast<double>(r1.calls - r0.calls) / kProbe;
@@ -159,6 +182,26 @@ void register_lock_cycle(Environment& env, Plan& plan) {
 
         return row;
     });
+    plan.add(row_order::kFairCycle, "redis-fair: uncontended lock cycle", "≤ 1.15×", {kCycleBench},
+             [](const Results& r) {
+                 const MedianRepetition m(r, kCycleBench, "fair", "raw");
+                 TableRow row = paired_latency_row(m, "fair", "raw", 1.15, "lock+unlock", "2 raw EVALSHA");
+                 const double fair_server = m.counter("fair_server_us");
+                 const double raw_server = m.counter("raw_server_us");
+                 const double extra = m.seconds("fair") - m.seconds("raw");
+                 row.notes = "the fair mutex (RedisFairLockService: the line, grant on release) against the row "
+                             "above's floor, in the same loop; " +
+                             times(m.seconds("fair") / m.seconds("ours")) + " of the barging mutex's cycle; the +" +
+                             micros(extra) + " ≈ Redis running its scripts +" +
+                             micros((fair_server - raw_server) / 1e6) + " (" + fixed(fair_server, 1) +
+                             " µs a cycle, " + fixed(m.counter("fair_server_scripts"), 1) +
+                             " scripts; baseline " + fixed(raw_server, 1) + " µs) + the client " +
+                             micros(extra - (fair_server - raw_server) / 1e6) + "; context switches per cycle " +
+                             fixed(m.counter("fair_switches"), 1);
+                 row.data["fair_server_us"] = fair_server;
+                 row.data["fair_over_barging"] = m.seconds("fair") / m.seconds("ours");
+                 return row;
+             });
 }
 
 }  // namespace lockstep::bench

@@ -26,6 +26,7 @@ constexpr int kOutbox = 45;
 constexpr int kFollower = 46;  // 46, 47: the binlog follower's lag and throughput
 constexpr int kClusterCycle = 21;  // issue 12: the 3-master cluster ÷ one node
 constexpr int kClusterHit = 22;
+constexpr int kFairCycle = 23;   // issue 11: the fair Redis mutex against the same floor
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);

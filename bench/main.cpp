@@ -124,6 +124,7 @@ int run(int argc, char** argv) {
 #else
     const std::string no_locks = "lockstep was built without its locks layer (LOCKSTEP_DEV_LAYERS)";
     plan.add_not_built(row_order::kLockCycle, "uncontended lock cycle", "≤ 1.15×", no_locks);
+    plan.add_not_built(row_order::kFairCycle, "redis-fair: uncontended lock cycle", "≤ 1.15×", no_locks);
     plan.add_not_built(row_order::kRedlock, "Redlock lock cycle, 5 masters", "≤ 1.3×", no_locks);
     plan.add_not_built(row_order::kHandover, "contended hand-over", "≥ 0.8×", no_locks);
     plan.add_not_built(row_order::kOversell, "segmented oversell", "≥ 4×", no_locks);

@@ -24,11 +24,19 @@ namespace lockstep::fair_scripts {
 
 namespace {
 
-// Server time (never a client clock, L2) and the helpers every script shares.
+// Server time (never a client clock, L2) and the helpers every script shares. The clock is read
+// only on the paths that need it (a token drawn, a waiter's expiry, a head looked at): an
+// uncontended release never reads it, an uncontended acquire once (RedisMutex's rule, issue 14:
+// TIME and its conversions were the largest part of an uncontended cycle's server time).
 constexpr const char* kPrelude = R"lua(
-local t = redis.call('time')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_ms, now_us
+local function clock()
+  if not now_us then
+    local t = redis.call('time')
+    now_us = t[1] * 1000000 + t[2]
+    now_ms = math.floor(now_us / 1000)
+  end
+end
 
 -- A waiter that stopped re-checking (its process died or hangs) is skipped once its grace
 -- has run out: it is popped from the head, so it cannot block the line forever.
@@ -36,6 +44,7 @@ local function drop_dead_heads(q, qx)
   while true do
     local head = redis.call('lindex', q, 0)
     if not head then return nil end
+    clock()
     local exp = tonumber(redis.call('zscore', qx, head))
     if exp and exp > now_ms then return head end
     redis.call('lpop', q)
@@ -63,6 +72,7 @@ local function grant_next(lock, q, qx, fence, fence_ttl, channel_prefix, self)
     local service = string.match(head, '^([^:]+):')
     local lease = string.match(head, ':(%d+)$')
     if service and lease then
+      clock()
       local token = string.format('%.0f', next_fence(fence, fence_ttl, now_us))
       redis.call('set', lock, head .. '#' .. token, 'px', lease)
       if service == self then return {head, token} end
@@ -92,6 +102,7 @@ local mine = ARGV[1] .. '#'
 -- waiter holds the lock. A fresh token, drawn (not read back from the value: the counter is
 -- shared, a token is handed out once); the stale message is ignored (the value changed).
 if holder and string.sub(holder, 1, #mine) == mine then
+  clock()
   local token = next_fence(KEYS[4], tonumber(ARGV[5]), now_us)
   redis.call('set', KEYS[1], mine .. string.format('%.0f', token), 'px', ARGV[2])
   return {1, token}
@@ -105,10 +116,12 @@ if not holder and (not head or head == ARGV[1]) then
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], ARGV[1])
   end
+  clock()
   local token = next_fence(KEYS[4], tonumber(ARGV[5]), now_us)
   redis.call('set', KEYS[1], mine .. string.format('%.0f', token), 'px', ARGV[2])
   return {1, token}
 end
+clock()
 if ARGV[4] == '1' then
   -- ZADD answers 1 for a new waiter only: it joins the line's tail (arrival order is the
   -- server's, not the client's); a waiter already in line only refreshes its expiry.
