@@ -525,5 +525,6 @@ return 0
 }
 
 const char* next_fence_lua() { return kNextFence; }
+const char* lazy_clock_lua() { return kLazyClock; }
 
 }  // namespace lockstep::lock_scripts

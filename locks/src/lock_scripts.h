@@ -25,5 +25,8 @@ const RedisScript& rw_leave();
 // The fencing-token rule as a Lua function `next_fence(key, ttl, clock_us)`, for the scripts of
 // other Redis lock kinds that share a name's counter (the fair mutex): one rule, one text.
 const char* next_fence_lua();
+// The Lua text that defines `now_us`, `now_ms` and `clock()` (reads TIME once, on first use;
+// returns now_us): RedisMutex's lazy server clock, shared with the fair mutex's scripts.
+const char* lazy_clock_lua();
 
 }  // namespace lockstep::lock_scripts

@@ -18,7 +18,7 @@
 
 #include <string>
 
-#include "lock_scripts.h"  // next_fence_lua(): the fencing rule, shared with RedisMutex
+#include "lock_scripts.h"  // next_fence_lua(), lazy_clock_lua(): shared with RedisMutex
 
 namespace lockstep::fair_scripts {
 
@@ -28,15 +28,8 @@ namespace {
 // only on the paths that need it (a token drawn, a waiter's expiry, a head looked at): an
 // uncontended release never reads it, an uncontended acquire once (RedisMutex's rule, issue 14:
 // TIME and its conversions were the largest part of an uncontended cycle's server time).
+// clock() and now_us / now_ms come from lock_scripts::lazy_clock_lua(), put before this prelude.
 constexpr const char* kPrelude = R"lua(
-local now_ms, now_us
-local function clock()
-  if not now_us then
-    local t = redis.call('time')
-    now_us = t[1] * 1000000 + t[2]
-    now_ms = math.floor(now_us / 1000)
-  end
-end
 
 -- A waiter that stopped re-checking (its process died or hangs) is skipped once its grace
 -- has run out: it is popped from the head, so it cannot block the line forever.
@@ -85,7 +78,7 @@ end
 )lua";
 
 std::string with_prelude(const char* body) {
-    return std::string(lock_scripts::next_fence_lua()) + kPrelude + body;
+    return std::string(lock_scripts::next_fence_lua()) + lock_scripts::lazy_clock_lua() + kPrelude + body;
 }
 
 }  // namespace

@@ -145,25 +145,40 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     std::atomic<std::int64_t> period_ms{1000};
     std::thread watchdog;
 
-    static const std::string& value_of(const Hold& h) { return *static_cast<const std::string*>(h.state.get()); }
+    // A hold's state: its value in the lock key, and until when the server keeps it for sure (the
+    // last successful renewal's send time + lease, or the acquisition's). Written by the
+    // acquiring thread before the hold is registered, then by the watchdog only.
+    struct FairHold {
+        std::string value;
+        std::atomic<SteadyTime> valid_until;
+    };
+    static FairHold& fair_hold(const Hold& h) { return *static_cast<FairHold*>(h.state.get()); }
+    static const std::string& value_of(const Hold& h) { return fair_hold(h).value; }
 
     bool acquire(Hold& h, SteadyTime deadline) override {
         FairKeys keys(prefix, h.name);
         const std::vector<std::string> k = keys.all();
         Waiter w;
         w.id = h.owner + ":w" + std::to_string(attempts.fetch_add(1)) + ":" + ms(h.lease);
+        SteadyTime sent{};  // when the last script was sent: the server set any lease after it
         auto attempt = [&](bool queue) {
             fault::point("locks.fair.attempt");  // tests: count a waiter's scripts, hold its re-check
+            sent = SteadyClock::now();
             auto r = redis->eval(fair_scripts::acquire(), k,
                                  {w.id, ms(h.lease), ms(fair.waiter_grace), queue ? "1" : "0",
                                   ms(fair.fence_counter_ttl)});
             r.throw_if_error();
             return std::pair<bool, long long>{r.elements().at(0).integer() == 1, r.elements().at(1).integer()};
         };
-        auto done = [&](FenceToken token) {
+        // `leased_from`: a time at or before the server set the hold's lease (a script's send time),
+        // or, for a grant by message, its arrival (late by the message's latency at most).
+        auto done = [&](FenceToken token, SteadyTime leased_from) {
             h.token = token;
             h.key = keys.lock();
-            h.state = std::make_shared<std::string>(w.id + "#" + std::to_string(token));
+            auto state = std::make_shared<FairHold>();
+            state->value = w.id + "#" + std::to_string(token);
+            state->valid_until.store(leased_from + h.lease);
+            h.state = std::move(state);
             const std::int64_t need = std::max<std::int64_t>(h.lease.count() / 3, 5);
             if (need < period_ms.load()) {  // the watchdog must renew sooner than it planned
                 {
@@ -181,7 +196,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         // once (one round trip), as the subscription that must precede queuing (L7) exists.
         if (!can_wait || !has_room(h.name)) {
             auto [got, value] = attempt(false);
-            if (got) return done(value);
+            if (got) return done(value, sent);
             if (!can_wait || SteadyClock::now() >= deadline) return false;
         }
         std::shared_ptr<Room> room = join_room(keys, h.name, w);
@@ -199,7 +214,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                     // the script drew a fresh token). A message still in flight is undone by
                     // value, which no longer matches: harmless.
                     take_out();
-                    return done(value);
+                    return done(value, sent);
                 }
                 // Until granted, or before our place in line would expire (grace/2), or when the
                 // holder's lease ends, whichever is first; then re-check.
@@ -213,13 +228,13 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                     }
                 }
                 if (SteadyClock::now() >= deadline) {
-                    if (auto token = take_out()) return done(*token);  // granted at the last moment
+                    if (auto token = take_out()) return done(*token, SteadyClock::now());  // granted at the last moment
                     fault::point("locks.fair.leaving");
                     // A grant made after we left the room is undone here (the script sees it).
                     leave(keys, h.name, w.id, "");
                     return false;
                 }
-                if (auto token = take_out_if_granted(room, w, in_room)) return done(*token);
+                if (auto token = take_out_if_granted(room, w, in_room)) return done(*token, SteadyClock::now());
             }
         } catch (...) {
             const bool granted = take_out().has_value();
@@ -423,13 +438,35 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             const std::chrono::milliseconds period(period_ms.load());
             g.unlock();
             for (const auto& h : holds) {
-                if (h->lost.load()) continue;
+                if (h->lost.load() || !h->state) continue;
+                FairHold& fh = fair_hold(*h);
+                // LockOptions::renew = false: a fixed lease, never extended; reported when it ends
+                // (as RedisMutex does), whether or not the key is still there.
+                if (!h->renew) {
+                    if (SteadyClock::now() >= fh.valid_until.load()) {
+                        table.report_lost(h, LockLossReason::LeaseEnded, "fixed lease ran out before unlock");
+                    }
+                    continue;
+                }
+                const auto sent = SteadyClock::now();
                 try {
-                    auto r = redis->eval(fair_scripts::renew(), {h->key}, {value_of(*h), ms(h->lease)});
+                    fault::point("locks.fair.before_renew");  // tests: a renewal that cannot reach Redis
+                    auto r = redis->eval(fair_scripts::renew(), {h->key}, {fh.value, ms(h->lease)});
                     r.throw_if_error();
-                    if (r.integer() == 0) table.report_lost(h, LockLossReason::Expired, "a renewal found the hold gone");
-                } catch (const std::exception&) {
-                    // Unreachable for now; the lease bounds how long this can go on unnoticed.
+                    if (r.integer() == 0) {
+                        table.report_lost(h, LockLossReason::Expired, "a renewal found the hold gone");
+                    } else {
+                        fh.valid_until.store(sent + h->lease);
+                    }
+                } catch (const std::exception& e) {
+                    // L5: past the last lease the server granted, the hold must be presumed gone
+                    // (another client may hold the lock by now); before it, try again next pass.
+                    if (SteadyClock::now() >= fh.valid_until.load()) {
+                        table.report_lost(h, LockLossReason::Unreachable,
+                                          std::string("no renewal succeeded for a whole lease: ") + e.what());
+                    } else {
+                        logger()->warn("fair lock '{}': renewal failed, retrying: {}", h->name, e.what());
+                    }
                 }
             }
             for (const auto& o : undo) {
@@ -439,7 +476,10 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             }
             drop_idle_rooms();
             g.lock();
-            const auto until = SteadyClock::now() + period;
+            auto until = SteadyClock::now() + period;
+            for (const auto& h : holds) {  // a fixed lease's end is reported on time, not a period late
+                if (!h->renew && !h->lost.load() && h->state) until = std::min(until, fair_hold(*h).valid_until.load());
+            }
             while (!stopping && orphans.empty() && !replan) {
                 if (wake.wait_until(mu, until) == std::cv_status::timeout) break;
             }

@@ -1,0 +1,123 @@
+// The fair Redis mutex's watchdog keeps the same promises as RedisMutex's (L5): a fixed lease
+// (LockOptions::renew = false) is never extended and its end is reported as LeaseEnded; a hold
+// whose renewals cannot reach Redis for a whole lease is reported Unreachable, not kept silently
+// (until session 9 the fair watchdog renewed every hold and swallowed every renewal error).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "lockstep/cache/redis_client.h"
+#include "lockstep/core/fault_point.h"
+#include "lockstep/locks/lock_errors.h"
+#include "lockstep/locks/lock_keys.h"
+#include "lockstep/locks/redis_fair_lock_service.h"
+#include "eventually.h"
+#include "fair_test_support.h"
+#include "test_servers.h"
+
+namespace lockstep::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// What the loss callback saw, and when.
+struct Seen {
+    std::mutex mu;
+    int count = 0;
+    LockLossReason reason{};
+    std::string message;
+    Clock::time_point at{};
+    void record(const LockLoss& l) {
+        std::lock_guard<std::mutex> g(mu);
+        ++count;
+        reason = l.reason;
+        message = l.message;
+        at = Clock::now();
+    }
+    int seen() {
+        std::lock_guard<std::mutex> g(mu);
+        return count;
+    }
+};
+
+// One service and the mutex under test, with its losses recorded.
+class RedisFairWatchdog : public ::testing::Test {
+protected:
+    std::unique_ptr<DistributedMutex> make(const std::string& name, std::chrono::milliseconds lease, bool renew) {
+        options_.prefix = fair_test_prefix("fairdog");
+        service_ = std::make_unique<RedisFairLockService>(servers().redis_options(), options_);
+        key_ = LockKeys(options_.prefix, name).stem() + ":fair";
+        LockOptions lo;
+        lo.lease = lease;
+        lo.renew = renew;
+        lo.on_lost = [this](const LockLoss& l) { seen_.record(l); };
+        return service_->make_mutex(name, lo);
+    }
+
+    LockServiceOptions options_;
+    std::unique_ptr<RedisFairLockService> service_;
+    std::string key_;  // the lock key on the server
+    Seen seen_;
+};
+
+TEST_F(RedisFairWatchdog, AFixedLeaseIsNotRenewedAndItsEndIsReported) {
+    RedisClient raw(servers().redis_options());
+    auto m = make("fixed", 300ms, false);
+    const auto locked = Clock::now();
+    m->lock();
+    ASSERT_TRUE(eventually([&] { return seen_.seen() == 1; }, 5s)) << "the end of a fixed lease was never reported";
+    EXPECT_EQ(seen_.reason, LockLossReason::LeaseEnded) << seen_.message;
+    EXPECT_GE(seen_.at - locked, 300ms) << "reported before the lease could have ended";
+    // Not renewed: the server let the key expire with the lease (a renewing watchdog would have
+    // pushed its TTL back to 300 ms every 100 ms, and the key would still be there).
+    EXPECT_TRUE(eventually([&] { return raw.command({"EXISTS", key_}).integer() == 0; }, 1s));
+    EXPECT_TRUE(m->lost());
+    EXPECT_THROW(m->unlock_checked(), LockLostError);
+    EXPECT_EQ(seen_.seen(), 1);
+}
+
+TEST_F(RedisFairWatchdog, RenewalsThatCannotReachRedisForAWholeLeaseReportTheHoldUnreachable) {
+    auto m = make("cut-off", 300ms, true);
+    std::atomic<int> failed{0};
+    // Every renewal fails as a dead connection would, before it reaches Redis.
+    auto armed = fault::arm("locks.fair.before_renew", [&] {
+        failed.fetch_add(1);
+        throw std::runtime_error("forced: Redis unreachable");
+    });
+    const auto locked = Clock::now();
+    m->lock();
+    ASSERT_TRUE(eventually([&] { return seen_.seen() == 1; }, 5s))
+        << "a hold whose renewals all failed for a whole lease was never reported (" << failed.load()
+        << " renewals failed)";
+    EXPECT_EQ(seen_.reason, LockLossReason::Unreachable) << seen_.message;
+    EXPECT_NE(seen_.message.find("no renewal succeeded for a whole lease"), std::string::npos) << seen_.message;
+    EXPECT_NE(seen_.message.find("forced: Redis unreachable"), std::string::npos) << seen_.message;
+    EXPECT_GE(failed.load(), 2) << "it gave up after one failed renewal instead of retrying within the lease";
+    EXPECT_GE(seen_.at - locked, 300ms) << "reported before the lease could have ended";
+    EXPECT_TRUE(m->lost());
+    EXPECT_THROW(m->unlock_checked(), LockLostError);
+}
+
+// Renewals that fail for less than a lease and then succeed keep the hold (a short outage is
+// retried, not a loss).
+TEST_F(RedisFairWatchdog, ARenewalThatFailsOnceIsRetriedAndTheHoldKept) {
+    auto m = make("blip", 600ms, true);
+    std::atomic<int> calls{0};
+    auto armed = fault::arm("locks.fair.before_renew", [&] {
+        if (calls.fetch_add(1) == 0) throw std::runtime_error("forced: one failed renewal");
+    });
+    m->lock();
+    // Two renewals after the failed one: the hold was extended past its first lease.
+    ASSERT_TRUE(eventually([&] { return calls.load() >= 3; }, 5s));
+    EXPECT_EQ(seen_.seen(), 0) << seen_.message;
+    EXPECT_FALSE(m->lost());
+    EXPECT_NO_THROW(m->unlock_checked());
+}
+
+}  // namespace
+}  // namespace lockstep::test
