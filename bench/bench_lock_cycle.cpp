@@ -20,30 +20,48 @@ namespace lockstep::bench {
 
 namespace {
 
-// Redisson's reentrant lock, the least a correct Redis lock does in its two round trips.
-constexpr const char* kMinimalAcquire = R"lua(
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+// The two floors below share their tails: a reentrant owner counts up (and renews its lease),
+// anyone else is told the holder's remaining lease; a release counts down and deletes at zero.
+constexpr const char* kReenterOrBusy = R"lua(
+if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return 0
 end
 return redis.call('pttl', KEYS[1])
 )lua";
-constexpr const char* kMinimalRelease = R"lua(
+constexpr const char* kCountDownOrDelete = R"lua(
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return -1 end
 if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then return 1 end
 redis.call('del', KEYS[1])
+)lua";
+
+// Redisson's reentrant lock, the least a correct Redis lock does in its two round trips.
+// KEYS: lock (acquire); lock, channel (release). ARGV: owner, lease ms.
+std::string minimal_acquire() {
+    return std::string(R"lua(
+if redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hincrby', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 0
+end
+)lua") + kReenterOrBusy;
+}
+std::string minimal_release() {
+    return std::string(kCountDownOrDelete) + R"lua(
 redis.call('spublish', KEYS[2], '0')
 return 2
 )lua";
+}
 
 // The fair mutex's own floor: the least a correct FIFO lock does in its two round trips, in the
 // manner of Redisson's RFairLock (hash owner -> count with a lease; a list of waiters in arrival
 // order with a zset of their deadlines; a waiter whose deadline passed is dropped from the head;
 // a free lock goes only to the head or, with nobody waiting, to anyone; the release tells the
 // head). No fencing token, like the barging floor above. Uncontended: 4 calls each way.
-// KEYS: lock, queue, deadlines. ARGV: owner, lease ms.
-constexpr const char* kMinimalFairAcquire = R"lua(
+// KEYS: lock, queue, deadlines (acquire); lock, queue, channel prefix (release). ARGV: owner, lease ms.
+std::string minimal_fair_acquire() {
+    return std::string(R"lua(
 local head = redis.call('lindex', KEYS[2], 0)
 while head do
   local t = redis.call('time')
@@ -62,22 +80,15 @@ if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
   redis.call('pexpire', KEYS[1], ARGV[2])
   return 0
 end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return 0
-end
-return redis.call('pttl', KEYS[1])
-)lua";
-// KEYS: lock, queue, channel prefix. ARGV: owner.
-constexpr const char* kMinimalFairRelease = R"lua(
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return -1 end
-if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then return 1 end
-redis.call('del', KEYS[1])
+)lua") + kReenterOrBusy;
+}
+std::string minimal_fair_release() {
+    return std::string(kCountDownOrDelete) + R"lua(
 local head = redis.call('lindex', KEYS[2], 0)
 if head then redis.call('spublish', KEYS[3] .. head, '0') end
 return 2
 )lua";
+}
 
 constexpr const char* kCycleBench = "lock_cycle/paired";
 
@@ -91,15 +102,14 @@ void register_lock_cycle(Environment& env, Plan& plan) {
     // The lock key's own server (its slot's master on a cluster): each raw EVALSHA is one plain
     // round trip. The SCRIPT LOADs below reach every master of a cluster.
     const RedisOptions options = raw_options_for_key(env.redis(), raw_lock);
-    auto acquire = std::make_shared<RedisScript>(kMinimalAcquire);
-    auto release = std::make_shared<RedisScript>(kMinimalRelease);
-    // Load both scripts now, so the first timed call is already an EVALSHA hit.
-    env.redis().command({"SCRIPT", "LOAD", kMinimalAcquire});
-    env.redis().command({"SCRIPT", "LOAD", kMinimalRelease});
-    env.redis().command({"SCRIPT", "LOAD", kMinimalFairAcquire});
-    env.redis().command({"SCRIPT", "LOAD", kMinimalFairRelease});
-    auto fair_acquire = std::make_shared<RedisScript>(kMinimalFairAcquire);
-    auto fair_release = std::make_shared<RedisScript>(kMinimalFairRelease);
+    auto acquire = std::make_shared<RedisScript>(minimal_acquire());
+    auto release = std::make_shared<RedisScript>(minimal_release());
+    auto fair_acquire = std::make_shared<RedisScript>(minimal_fair_acquire());
+    auto fair_release = std::make_shared<RedisScript>(minimal_fair_release());
+    // Load the scripts now, so the first timed call is already an EVALSHA hit.
+    for (const auto& script : {acquire, release, fair_acquire, fair_release}) {
+        env.redis().command({"SCRIPT", "LOAD", script->source()});
+    }
     const std::string raw_fair_stem = env.prefix() + "{bench-raw-cycle}:fair";
     RedisClient* client = &env.redis();
     Environment* env_ptr = &env;
