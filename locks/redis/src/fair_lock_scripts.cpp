@@ -90,15 +90,18 @@ std::string with_prelude(const char* body) {
 const RedisScript& acquire() {
     static const RedisScript s(with_prelude(R"lua(
 local holder = redis.call('get', KEYS[1])
-local mine = ARGV[1] .. '#'
 -- Granted already, and the grant's message was lost (the subscription dropped) or is late: the
 -- waiter holds the lock. A fresh token, drawn (not read back from the value: the counter is
 -- shared, a token is handed out once); the stale message is ignored (the value changed).
-if holder and string.sub(holder, 1, #mine) == mine then
-  clock()
-  local token = next_fence(KEYS[4], tonumber(ARGV[5]), now_us)
-  redis.call('set', KEYS[1], mine .. string.format('%.0f', token), 'px', ARGV[2])
-  return {1, token}
+-- (Strings are built only where they are needed: an uncontended acquire builds one, the value.)
+if holder then
+  local mine = ARGV[1] .. '#'
+  if string.sub(holder, 1, #mine) == mine then
+    clock()
+    local token = next_fence(KEYS[4], ARGV[5], now_us)
+    redis.call('set', KEYS[1], mine .. string.format('%.0f', token), 'px', ARGV[2])
+    return {1, token}
+  end
 end
 -- FIFO: a free lock goes to the oldest live waiter; nobody may overtake it (no barging). (The
 -- line is only looked at when the lock is free: a held lock is handed on by its release.)
@@ -110,8 +113,8 @@ if not holder and (not head or head == ARGV[1]) then
     redis.call('zrem', KEYS[3], ARGV[1])
   end
   clock()
-  local token = next_fence(KEYS[4], tonumber(ARGV[5]), now_us)
-  redis.call('set', KEYS[1], mine .. string.format('%.0f', token), 'px', ARGV[2])
+  local token = next_fence(KEYS[4], ARGV[5], now_us)
+  redis.call('set', KEYS[1], ARGV[1] .. '#' .. string.format('%.0f', token), 'px', ARGV[2])
   return {1, token}
 end
 clock()
@@ -148,7 +151,7 @@ return {0, ttl}
 const RedisScript& release() {
     static const RedisScript s(with_prelude(R"lua(
 if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
-local g = grant_next(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[3]), ARGV[2], ARGV[4])
+local g = grant_next(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[2], ARGV[4])
 if g then return g end
 return 1
 )lua"));
@@ -186,7 +189,7 @@ else
   granted = holder and string.sub(holder, 1, #mine) == mine
 end
 if granted or not holder then
-  local g = grant_next(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[3]), ARGV[2], ARGV[4])
+  local g = grant_next(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[2], ARGV[4])
   if g then return g end
 end
 return 1

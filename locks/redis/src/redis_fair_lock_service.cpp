@@ -10,10 +10,12 @@
 #include "lockstep/locks/redis_fair_lock_service.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <map>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -151,22 +153,26 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     struct FairHold {
         std::string value;
         std::atomic<SteadyTime> valid_until;
+        std::vector<std::string> keys;  // FairKeys::all() of the name, built once at acquisition
+        std::string channel_prefix;     // for the release, which passes views of both
     };
     static FairHold& fair_hold(const Hold& h) { return *static_cast<FairHold*>(h.state.get()); }
     static const std::string& value_of(const Hold& h) { return fair_hold(h).value; }
 
     bool acquire(Hold& h, SteadyTime deadline) override {
         FairKeys keys(prefix, h.name);
-        const std::vector<std::string> k = keys.all();
+        std::vector<std::string> k = keys.all();  // kept by the hold for its release (done())
+        const std::array<std::string_view, 4> key_views{k[0], k[1], k[2], k[3]};
+        const std::string lease_arg = ms(h.lease), grace_arg = ms(fair.waiter_grace),
+                          fence_ttl_arg = ms(fair.fence_counter_ttl);
         Waiter w;
-        w.id = h.owner + ":w" + std::to_string(attempts.fetch_add(1)) + ":" + ms(h.lease);
+        w.id = h.owner + ":w" + std::to_string(attempts.fetch_add(1)) + ":" + lease_arg;
         SteadyTime sent{};  // when the last script was sent: the server set any lease after it
         auto attempt = [&](bool queue) {
             fault::point("locks.fair.attempt");  // tests: count a waiter's scripts, hold its re-check
             sent = SteadyClock::now();
-            auto r = redis->eval(fair_scripts::acquire(), k,
-                                 {w.id, ms(h.lease), ms(fair.waiter_grace), queue ? "1" : "0",
-                                  ms(fair.fence_counter_ttl)});
+            const std::array<std::string_view, 5> args{w.id, lease_arg, grace_arg, queue ? "1" : "0", fence_ttl_arg};
+            auto r = redis->eval_views(fair_scripts::acquire(), key_views, args);
             r.throw_if_error();
             return std::pair<bool, long long>{r.elements().at(0).integer() == 1, r.elements().at(1).integer()};
         };
@@ -178,6 +184,8 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             auto state = std::make_shared<FairHold>();
             state->value = w.id + "#" + std::to_string(token);
             state->valid_until.store(leased_from + h.lease);
+            state->keys = std::move(k);  // the last use of k (and of key_views) in this acquisition
+            state->channel_prefix = keys.channel_prefix();
             h.state = std::move(state);
             const std::int64_t need = std::max<std::int64_t>(h.lease.count() / 3, 5);
             if (need < period_ms.load()) {  // the watchdog must renew sooner than it planned
@@ -415,12 +423,14 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     }
 
     bool release(Hold& h) override {
-        FairKeys keys(prefix, h.name);
-        auto r = redis->eval(fair_scripts::release(), keys.all(),
-                             {value_of(h), keys.channel_prefix(), ms(fair.fence_counter_ttl), table.service_id()});
+        const FairHold& fh = fair_hold(h);
+        const std::array<std::string_view, 4> key_views{fh.keys[0], fh.keys[1], fh.keys[2], fh.keys[3]};
+        const std::string fence_ttl_arg = ms(fair.fence_counter_ttl);
+        const std::array<std::string_view, 4> args{fh.value, fh.channel_prefix, fence_ttl_arg, table.service_id()};
+        auto r = redis->eval_views(fair_scripts::release(), key_views, args);
         r.throw_if_error();
         if (r.type() == RedisReply::Type::Array) {
-            deliver(keys, h.name, std::move(r));  // the next holder is a thread of this service
+            deliver(FairKeys(prefix, h.name), h.name, std::move(r));  // the next holder is a thread of this service
             return true;
         }
         return r.integer() == 1;
