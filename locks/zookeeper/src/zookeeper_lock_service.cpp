@@ -258,7 +258,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             h = zookeeper_init(zk.hosts.c_str(), &State::on_event, static_cast<int>(zk.session_timeout.count()), nullptr,
                                this, 0);
             if (h == nullptr) throw ConnectionError("zookeeper_init(" + zk.hosts + ") failed");
-            // Checked in parse/the constructor: -1, 0 or a positive window (ZBADARGUMENTS otherwise).
+            // The constructor refused anything but -1, 0 or a positive window (ZBADARGUMENTS otherwise).
             zoo_set_servers_resolution_delay(h, static_cast<int>(zk.host_resolution_delay.count()));
             zh = h;
             zstate = 0;
