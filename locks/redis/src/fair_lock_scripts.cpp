@@ -1,5 +1,6 @@
 // RedisFairMutex's scripts. Keys of one name (all under the hash tag {<name>}, one slot):
-//   <stem>:fair      string: "<waiter id>#<token>" of the holder, TTL = its lease
+//   <stem>:fair      string: the holder's waiter id, or "<waiter id>#<token>" when a release
+//                    granted it the lock; TTL = its lease
 //   <stem>:fair:q    list: waiter ids in server-side arrival order (FIFO)
 //   <stem>:fair:qx   zset: waiter id -> expiry (server ms); a waiter refreshes it at every re-check
 //   <stem>:fence     the fencing counter, shared with RedisMutex / RedisReadWriteLock of the name
@@ -86,36 +87,41 @@ std::string with_prelude(const char* body) {
 // KEYS: 1 lock, 2 queue, 3 queue expiries, 4 fence.
 // ARGV: 1 waiter id, 2 lease ms, 3 grace ms, 4 queue? (1: join or stay in the line when busy;
 //       0: a try_lock, never queues), 5 fence counter TTL ms.
-// Returns {1, token} when acquired, {0, ms until the holder's lease ends} when busy.
+// Returns {1, token} when acquired (the lock key's value is then the waiter id alone), {0, ms
+// until the holder's lease ends} when busy.
+// An uncontended acquire is 4 calls: LINDEX (nobody waits), SET … NX PX GET (takes the free lock
+// and reads the holder of a busy one in the same call), TIME and the counter's SET … GET. No
+// string is built: the value is the waiter id, unique per attempt; only a grant by a release
+// writes "<waiter id>#<token>" (the token the waiter learns from the message).
 const RedisScript& acquire() {
     static const RedisScript s(with_prelude(R"lua(
-local holder = redis.call('get', KEYS[1])
+-- FIFO: a free lock goes to the oldest live waiter; nobody may overtake it (no barging).
+local head = drop_dead_heads(KEYS[2], KEYS[3])
+local holder
+if not head then
+  holder = redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2], 'get')
+  if not holder then
+    return {1, next_fence(KEYS[4], ARGV[5], clock())}
+  end
+else
+  holder = redis.call('get', KEYS[1])
+end
 -- Granted already, and the grant's message was lost (the subscription dropped) or is late: the
 -- waiter holds the lock. A fresh token, drawn (not read back from the value: the counter is
--- shared, a token is handed out once); the stale message is ignored (the value changed).
--- (Strings are built only where they are needed: an uncontended acquire builds one, the value.)
+-- shared, a token is handed out once), and the value becomes the waiter id alone, so the stale
+-- message (which names "<waiter id>#<grant token>") can no longer undo the hold.
 if holder then
   local mine = ARGV[1] .. '#'
   if string.sub(holder, 1, #mine) == mine then
-    clock()
-    local token = next_fence(KEYS[4], ARGV[5], now_us)
-    redis.call('set', KEYS[1], mine .. string.format('%.0f', token), 'px', ARGV[2])
-    return {1, token}
+    redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+    return {1, next_fence(KEYS[4], ARGV[5], clock())}
   end
-end
--- FIFO: a free lock goes to the oldest live waiter; nobody may overtake it (no barging). (The
--- line is only looked at when the lock is free: a held lock is handed on by its release.)
-local head
-if not holder then head = drop_dead_heads(KEYS[2], KEYS[3]) end
-if not holder and (not head or head == ARGV[1]) then
-  if head == ARGV[1] then
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], ARGV[1])
-  end
-  clock()
-  local token = next_fence(KEYS[4], ARGV[5], now_us)
-  redis.call('set', KEYS[1], ARGV[1] .. '#' .. string.format('%.0f', token), 'px', ARGV[2])
-  return {1, token}
+elseif head == ARGV[1] then
+  -- The lock is free and this waiter heads the line: it leaves the line holding the lock.
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], ARGV[1])
+  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+  return {1, next_fence(KEYS[4], ARGV[5], clock())}
 end
 clock()
 if ARGV[4] == '1' then
@@ -185,8 +191,10 @@ local granted
 if ARGV[5] ~= '' then
   granted = holder == ARGV[5]
 else
+  -- The waiter's own script took the lock (value: its id) and the reply never reached it, or a
+  -- release granted it the lock ("<id>#<token>").
   local mine = ARGV[1] .. '#'
-  granted = holder and string.sub(holder, 1, #mine) == mine
+  granted = holder and (holder == ARGV[1] or string.sub(holder, 1, #mine) == mine)
 end
 if granted or not holder then
   local g = grant_next(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[2], ARGV[4])

@@ -177,12 +177,15 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             return std::pair<bool, long long>{r.elements().at(0).integer() == 1, r.elements().at(1).integer()};
         };
         // `leased_from`: a time at or before the server set the hold's lease (a script's send time),
-        // or, for a grant by message, its arrival (late by the message's latency at most).
-        auto done = [&](FenceToken token, SteadyTime leased_from) {
+        // or, for a grant by message, its arrival (late by the message's latency at most). The
+        // lock key's value: the waiter id when this waiter's script took the lock, "<id>#<token>"
+        // when a release granted it (fair_lock_scripts.cpp).
+        enum class By { Script, Grant };
+        auto done = [&](FenceToken token, SteadyTime leased_from, By by) {
             h.token = token;
             h.key = keys.lock();
             auto state = std::make_shared<FairHold>();
-            state->value = w.id + "#" + std::to_string(token);
+            state->value = by == By::Script ? w.id : w.id + "#" + std::to_string(token);
             state->valid_until.store(leased_from + h.lease);
             state->keys = std::move(k);  // the last use of k (and of key_views) in this acquisition
             state->channel_prefix = keys.channel_prefix();
@@ -204,7 +207,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         // once (one round trip), as the subscription that must precede queuing (L7) exists.
         if (!can_wait || !has_room(h.name)) {
             auto [got, value] = attempt(false);
-            if (got) return done(value, sent);
+            if (got) return done(value, sent, By::Script);
             if (!can_wait || SteadyClock::now() >= deadline) return false;
         }
         std::shared_ptr<Room> room = join_room(keys, h.name, w);
@@ -222,7 +225,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                     // the script drew a fresh token). A message still in flight is undone by
                     // value, which no longer matches: harmless.
                     take_out();
-                    return done(value, sent);
+                    return done(value, sent, By::Script);
                 }
                 // Until granted, or before our place in line would expire (grace/2), or when the
                 // holder's lease ends, whichever is first; then re-check.
@@ -236,13 +239,15 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                     }
                 }
                 if (SteadyClock::now() >= deadline) {
-                    if (auto token = take_out()) return done(*token, SteadyClock::now());  // granted at the last moment
+                    if (auto token = take_out()) return done(*token, SteadyClock::now(), By::Grant);  // at the last moment
                     fault::point("locks.fair.leaving");
                     // A grant made after we left the room is undone here (the script sees it).
                     leave(keys, h.name, w.id, "");
                     return false;
                 }
-                if (auto token = take_out_if_granted(room, w, in_room)) return done(*token, SteadyClock::now());
+                if (auto token = take_out_if_granted(room, w, in_room)) {
+                    return done(*token, SteadyClock::now(), By::Grant);
+                }
             }
         } catch (...) {
             const bool granted = take_out().has_value();
