@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "lockstep/cache/redis_client.h"
@@ -39,7 +41,8 @@ LockOptions long_lease() {
     return o;
 }
 
-// The lock key's value: "<waiter id>#<token>" of the holder.
+// The lock key's value: the holder's waiter id when its own script took the lock, "<waiter
+// id>#<token>" when a release granted it.
 std::optional<std::string> lock_value(RedisClient& raw, const std::string& prefix, const std::string& name) {
     return raw.get(LockKeys(prefix, name).stem() + ":fair");
 }
@@ -57,6 +60,10 @@ TEST(RedisFairGrant, AReleaseMakesTheHeadWaiterTheHolderAndTheWokenWaiterRunsNoS
     auto a = holder.make_mutex("g", long_lease());
     a->lock();
     const FenceToken a_token = a->fence_token();
+    // An uncontended acquire writes the waiter id alone (no token to format on the server).
+    const auto a_value = lock_value(raw, o.prefix, "g");
+    ASSERT_TRUE(a_value.has_value());
+    EXPECT_EQ(a_value->find('#'), std::string::npos) << *a_value;
 
     // Two waiters of one service: the first tries then queues; the second finds the service
     // already listening on the name and joins the line in its first (only) script.
@@ -184,10 +191,12 @@ TEST(RedisFairGrant, AGrantWhoseMessageIsLostIsFoundByTheReCheckWithAFreshToken)
     auto a = holder.make_mutex("m", long_lease());
     a->lock();
     std::atomic<FenceToken> w_token{0};
+    std::optional<std::string> w_value;  // the lock key while W holds
     std::thread w([&] {
         auto m = waiter.make_mutex("m", long_lease());
         m->lock();
         w_token = m->fence_token();
+        w_value = lock_value(raw, o.prefix, "m");
         m->unlock();
     });
     ASSERT_TRUE(line_reaches(holder, "m", 1));
@@ -206,6 +215,10 @@ TEST(RedisFairGrant, AGrantWhoseMessageIsLostIsFoundByTheReCheckWithAFreshToken)
     recheck.open();  // W's re-check finds the lock its own
     w.join();
     EXPECT_GT(w_token.load(), grant_token) << "the re-check must draw a fresh token, not re-read the grant's";
+    // The value changed from the grant's "<id>#<token>" to the id alone: the grant's message, had
+    // it come late, undoes only that exact value (the leave script), so it cannot end W's hold.
+    ASSERT_TRUE(w_value.has_value());
+    EXPECT_EQ(*w_value, granted->substr(0, granted->rfind('#')));
     // The counter is shared with RedisMutex of the name: its next token is above both.
     RedisLockService barging(servers().redis_options(), o);
     auto b = barging.make_mutex("m");
