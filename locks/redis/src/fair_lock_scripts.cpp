@@ -10,8 +10,8 @@
 // where to publish the grant (the service id) and for how long the granted hold lasts (the
 // lease), so the line needs no per-waiter hash (one list entry and one zset entry per waiter).
 //
-// Grant on release: a release (or a leaver, or a waiter whose re-check finds the lock free)
-// does not free the lock while the line has a live waiter; it makes that waiter the holder (the
+// Grant on release: a release (or a leaver that finds the lock free or granted to it) does not
+// free the lock while the line has a live waiter; it makes that waiter the holder (the
 // lock key becomes "<waiter id>#<token>" with the waiter's lease, the token drawn from the
 // shared counter) and SPUBLISHes "<waiter id> <token>" on the waiter's service channel. The woken
 // waiter runs no script: the message is its acquisition.
@@ -96,7 +96,8 @@ std::string with_prelude(const char* body) {
 const RedisScript& acquire() {
     static const RedisScript s(with_prelude(R"lua(
 -- FIFO: a free lock goes to the oldest live waiter; nobody may overtake it (no barging).
-local head = drop_dead_heads(KEYS[2], KEYS[3])
+-- Nobody waits (the uncontended case): one SET takes a free lock or reads a busy one's holder.
+local head = redis.call('lindex', KEYS[2], 0)
 local holder
 if not head then
   holder = redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2], 'get')
@@ -105,6 +106,9 @@ if not head then
   end
 else
   holder = redis.call('get', KEYS[1])
+  -- The line is only cleaned when the lock is free (a held lock is handed on by its release):
+  -- a live waiter that re-checks late keeps its place while the lock is held.
+  if not holder then head = drop_dead_heads(KEYS[2], KEYS[3]) end
 end
 -- Granted already, and the grant's message was lost (the subscription dropped) or is late: the
 -- waiter holds the lock. A fresh token, drawn (not read back from the value: the counter is
@@ -116,10 +120,13 @@ if holder then
     redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
     return {1, next_fence(KEYS[4], ARGV[5], clock())}
   end
-elseif head == ARGV[1] then
-  -- The lock is free and this waiter heads the line: it leaves the line holding the lock.
-  redis.call('lpop', KEYS[2])
-  redis.call('zrem', KEYS[3], ARGV[1])
+elseif not head or head == ARGV[1] then
+  -- The lock is free and this waiter heads the line (it leaves the line holding the lock), or
+  -- every waiter in line was dead.
+  if head then
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], ARGV[1])
+  end
   redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
   return {1, next_fence(KEYS[4], ARGV[5], clock())}
 end

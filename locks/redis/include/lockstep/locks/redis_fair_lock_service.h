@@ -7,7 +7,8 @@
 //   auto m = locks.make_mutex("job:42");   // FIFO
 //
 // The fair mutex (scripts in fair_lock_scripts.cpp):
-//   - The hold is a string key "<waiter id>#<token>" -> TTL lease (L1-L4 as RedisMutex), renewed
+//   - The hold is a string key -> TTL lease (L1-L4 as RedisMutex): the holder's waiter id, or
+//     "<waiter id>#<token>" when a release granted it the lock; renewed
 //     every lease/3 by this service's watchdog (L5); a renewal that finds it gone reports the
 //     hold lost.
 //   - A waiter joins a Redis list on its first busy attempt (server arrival order) and keeps a
