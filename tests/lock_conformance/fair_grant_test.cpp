@@ -280,6 +280,68 @@ TEST(RedisFairGrant, AFreeLockWhoseHeadIsAnotherWaiterDoesNotMakeTheOthersPoll) 
     a->unlock();  // its hold was taken from it (the key deleted): reported, not thrown
 }
 
+// An attempt whose script took the lock but whose reply never arrived (a read timeout, a dropped
+// connection) fails with that error; the lock must not stay held by it, unrenewed, for a whole
+// lease (60 s here): the service runs the leave script, which gives up a hold that is this
+// attempt's. Forced at the fault point after the script, which throws as a lost reply would.
+// First a plain try (the lock free, nobody waiting), then a queued waiter whose re-check takes a
+// lock freed without a release.
+TEST(RedisFairGrant, AnAttemptWhoseReplyIsLostLeavesNoHoldBehind) {
+    LockServiceOptions o;
+    o.prefix = grant_prefix();
+    RedisFairLockOptions f;
+    f.waiter_grace = 2s;  // a queued waiter re-checks after 1 s
+    RedisFairLockService holder(servers().redis_options(), o, f);
+    RedisFairLockService waiter(servers().redis_options(), o, f);
+    RedisClient raw(servers().redis_options());
+    const auto reply_lost = [] { throw ConnectionError("the script's reply was lost (forced by the test)"); };
+
+    auto t = holder.make_mutex("t", long_lease());
+    {
+        auto lost = fault::arm("locks.fair.after_attempt", reply_lost, fault::ArmOptions{0, 1, {}});
+        EXPECT_THROW(t->try_lock(), ConnectionError);
+        EXPECT_EQ(lost.acted(), 1);
+    }
+    EXPECT_FALSE(lock_value(raw, o.prefix, "t").has_value()) << "the lost try's hold stayed for its lease";
+    auto t2 = waiter.make_mutex("t");
+    if (t2->try_lock()) {
+        t2->unlock();
+    } else {
+        ADD_FAILURE() << "the name is still held by the try whose reply was lost";
+    }
+
+    auto a = holder.make_mutex("q", long_lease());
+    a->lock();
+    std::atomic<bool> threw{false};
+    std::thread w([&] {
+        auto m = waiter.make_mutex("q", long_lease());
+        try {
+            m->lock();
+            m->unlock();
+        } catch (const ConnectionError&) {
+            threw = true;
+        }
+    });
+    ASSERT_TRUE(line_reaches(holder, "q", 1));
+    fault::Gate recheck;
+    fault::ArmOptions only_w;
+    only_w.only_thread = w.get_id();
+    auto held = fault::arm("locks.fair.attempt", recheck.action(), only_w);
+    ASSERT_TRUE(recheck.wait_arrivals(1, 20s)) << "W never re-checked";
+    fault::ArmOptions only_w_once = only_w;
+    only_w_once.times = 1;
+    auto lost = fault::arm("locks.fair.after_attempt", reply_lost, only_w_once);
+    ASSERT_EQ(raw.del({LockKeys(o.prefix, "q").stem() + ":fair"}), 1);  // A's lease "ran out"
+    recheck.open();  // W's re-check takes the free lock; its reply is lost
+    w.join();
+    EXPECT_EQ(lost.acted(), 1);
+    EXPECT_TRUE(threw.load()) << "W's lock() should have failed with the lost reply's error";
+    EXPECT_FALSE(lock_value(raw, o.prefix, "q").has_value()) << "the lost re-check's hold stayed for its lease";
+    EXPECT_EQ(holder.queue_length("q"), 0);
+    held.disarm();
+    a->unlock();  // its hold was taken from it (the key deleted): reported, not thrown
+}
+
 // The watchdog drops a room (the per-name subscription of this service) after it has been idle
 // for 2 s. A message that reaches the room's callback after the room left the map but before its
 // subscription ended must find the room alive: the room was freed first (and its mutex unlocked

@@ -173,6 +173,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             sent = SteadyClock::now();
             const std::array<std::string_view, 5> args{w.id, lease_arg, grace_arg, queue ? "1" : "0", fence_ttl_arg};
             auto r = redis->eval_views(fair_scripts::acquire(), key_views, args);
+            fault::point("locks.fair.after_attempt");  // tests: the script ran, its reply is lost
             r.throw_if_error();
             return std::pair<bool, long long>{r.elements().at(0).integer() == 1, r.elements().at(1).integer()};
         };
@@ -206,7 +207,17 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         // this service already listens on the name: then the first attempt joins the line at
         // once (one round trip), as the subscription that must precede queuing (L7) exists.
         if (!can_wait || !has_room(h.name)) {
-            auto [got, value] = attempt(false);
+            std::pair<bool, long long> tried;
+            try {
+                tried = attempt(false);
+            } catch (...) {
+                // The script may have run and taken the lock (a reply lost to a timeout or a
+                // dropped connection): the leave script frees or hands on a hold that is this
+                // attempt's, so it does not stay held, unrenewed, for a whole lease.
+                leave_after_error(keys, h.name, w.id);
+                throw;
+            }
+            auto [got, value] = tried;
             if (got) return done(value, sent, By::Script);
             if (!can_wait || SteadyClock::now() >= deadline) return false;
         }
@@ -252,13 +263,20 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         } catch (...) {
             const bool granted = take_out().has_value();
             (void)granted;  // granted or not: the leave script undoes any grant to this waiter
-            try {
-                leave(keys, h.name, w.id, "");
-            } catch (const std::exception& e) {
-                logger()->warn("fair lock '{}': leaving the line failed ({}); the waiter's grace ends it", h.name,
-                               e.what());
-            }
+            leave_after_error(keys, h.name, w.id);
             throw;
+        }
+    }
+
+    // An acquisition that failed with an error leaves the line and gives up any hold its
+    // attempt may have got (taken by its script, or granted). Best effort: if Redis cannot be
+    // reached either, the waiter's grace ends its place in line and the lease ends a hold.
+    void leave_after_error(const FairKeys& keys, const std::string& name, const std::string& waiter) noexcept {
+        try {
+            leave(keys, name, waiter, "");
+        } catch (const std::exception& e) {
+            logger()->warn("fair lock '{}': leaving after an error failed ({}); the waiter's grace and the lease end "
+                           "what it left", name, e.what());
         }
     }
 
