@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/fault_point.h"
@@ -115,6 +116,33 @@ TEST_F(RedisFairWatchdog, ARenewalThatFailsOnceIsRetriedAndTheHoldKept) {
     // Two renewals after the failed one: the hold was extended past its first lease.
     ASSERT_TRUE(eventually([&] { return calls.load() >= 3; }, 5s));
     EXPECT_EQ(seen_.seen(), 0) << seen_.message;
+    EXPECT_FALSE(m->lost());
+    EXPECT_NO_THROW(m->unlock_checked());
+}
+
+// Until session 10 the watchdog renewed every hold on one period: a third of the shortest lease
+// any hold of the service had ever had (5 ms at least), for the service's life. One short-lease
+// hold, long released, made it renew a 3 s hold every 10 ms (~30 renewals in 300 ms). Each hold
+// is now renewed a third into its own lease: the 3 s hold not before 1 s.
+TEST(RedisFairWatchdogPlan, EachHoldIsRenewedOnItsOwnLeaseNotTheShortestOneTheServiceSaw) {
+    LockServiceOptions o;
+    o.prefix = fair_test_prefix("fairplan");
+    RedisFairLockService service(servers().redis_options(), o);
+    LockOptions brief;
+    brief.lease = 30ms;
+    auto short_lived = service.make_mutex("brief", brief);
+    short_lived->lock();
+    short_lived->unlock();
+    LockOptions three_s;
+    three_s.lease = 3s;
+    auto m = service.make_mutex("long", three_s);
+    std::atomic<int> renewals{0};
+    auto counting = fault::arm("locks.fair.before_renew", [&] { renewals.fetch_add(1); });
+    m->lock();
+    std::this_thread::sleep_for(300ms);  // a third of the lease is 1 s: no renewal is due in this window
+    EXPECT_EQ(renewals.load(), 0) << "the 3 s hold was renewed on the short lease's period";
+    // And it is renewed when due (a third into its lease), so it outlives its first lease.
+    ASSERT_TRUE(eventually([&] { return renewals.load() >= 1; }, 10s)) << "the 3 s hold was never renewed";
     EXPECT_FALSE(m->lost());
     EXPECT_NO_THROW(m->unlock_checked());
 }

@@ -22,6 +22,7 @@
 #include "fair_lock_scripts.h"
 #include "hold_table.h"
 #include "hold_table_mutex.h"
+#include "renewal_scheduler.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/cache/redis_subscriber.h"
 #include "lockstep/core/error.h"
@@ -135,29 +136,31 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     Mutex rooms_mu;
     std::map<std::string, std::shared_ptr<Room>> rooms GUARDED_BY(rooms_mu);
 
-    Mutex mu;
-    CondVar wake;
-    bool stopping GUARDED_BY(mu) = false;
-    std::vector<Orphan> orphans GUARDED_BY(mu);
-    bool replan GUARDED_BY(mu) = false;
-    // The watchdog's period: lease/3 of the shortest lease any hold of this service had (a hold
-    // is registered only after acquire() returns, so the watchdog's snapshot may miss the newest
-    // one: the period must already fit it), at most 1 s. Only a hold with a shorter lease than
-    // any before wakes the watchdog: not one futex wake per acquisition.
-    std::atomic<std::int64_t> period_ms{1000};
-    std::thread watchdog;
+    Mutex orphans_mu;
+    std::vector<Orphan> orphans GUARDED_BY(orphans_mu);
 
-    // A hold's state: its value in the lock key, and until when the server keeps it for sure (the
-    // last successful renewal's send time + lease, or the acquisition's). Written by the
-    // acquiring thread before the hold is registered, then by the watchdog only.
+    // A hold's state: its value in the lock key, until when the server keeps it for sure (the
+    // last successful renewal's send time + lease, or the acquisition's), and when the watchdog
+    // looks at it next. Written by the acquiring thread before the hold is registered, then by
+    // the watchdog only.
     struct FairHold {
         std::string value;
         std::atomic<SteadyTime> valid_until;
+        SteadyTime next_renew{};  // a third into the lease; after a failed renewal, sooner
         std::vector<std::string> keys;  // FairKeys::all() of the name, built once at acquisition
         std::string channel_prefix;     // for the release, which passes views of both
     };
     static FairHold& fair_hold(const Hold& h) { return *static_cast<FairHold*>(h.state.get()); }
     static const std::string& value_of(const Hold& h) { return fair_hold(h).value; }
+
+    // The watchdog: each hold is renewed a third into its lease (its own, not the shortest lease
+    // of the service: until session 10 one short-lease hold made the watchdog renew every hold
+    // every 5 ms for the service's life), a fixed lease's end is reported when it comes.
+    locks_detail::RenewalScheduler watchdog;
+    // When the hold this thread's last acquisition made is first due for the watchdog;
+    // on_new_hold() (HoldTableMutex, right after the hold is registered) hands it over.
+    static inline thread_local SteadyTime new_hold_due = SteadyTime::min();
+    void on_new_hold() { watchdog.hold_added(std::exchange(new_hold_due, SteadyTime::min())); }
 
     bool acquire(Hold& h, SteadyTime deadline) override {
         FairKeys keys(prefix, h.name);
@@ -188,18 +191,11 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             auto state = std::make_shared<FairHold>();
             state->value = by == By::Script ? w.id : w.id + "#" + std::to_string(token);
             state->valid_until.store(leased_from + h.lease);
+            state->next_renew = h.renew ? leased_from + h.lease / 3 : leased_from + h.lease;
+            new_hold_due = state->next_renew;
             state->keys = std::move(k);  // the last use of k (and of key_views) in this acquisition
             state->channel_prefix = keys.channel_prefix();
             h.state = std::move(state);
-            const std::int64_t need = std::max<std::int64_t>(h.lease.count() / 3, 5);
-            if (need < period_ms.load()) {  // the watchdog must renew sooner than it planned
-                {
-                    MutexLock g(mu);
-                    if (need < period_ms.load()) period_ms.store(need);
-                    replan = true;
-                }
-                wake.notify_one();
-            }
             return true;
         };
         const bool can_wait = SteadyClock::now() < deadline;
@@ -368,7 +364,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     }
 
     // On the subscriber thread: "<waiter id> <token>" names the waiter that now holds the lock.
-    void on_grant(Room& room, std::string_view message) EXCLUDES(mu) {
+    void on_grant(Room& room, std::string_view message) EXCLUDES(orphans_mu) {
         try {
             fault::point("locks.fair.grant_message");  // tests: a message lost on the way
         } catch (...) {
@@ -393,11 +389,11 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             }
         }
         {
-            MutexLock g(mu);
+            MutexLock g(orphans_mu);
             orphans.push_back({room.name, std::string(id), std::string(message.substr(0, space)) + "#" +
                                                                std::string(message.substr(space + 1))});
         }
-        wake.notify_one();
+        watchdog.poke();
     }
 
     // A grant a script returned instead of publishing it (the waiter is this service's): handed to
@@ -461,60 +457,63 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
 
     void abandon(Hold&) noexcept override {}  // a lost hold has nothing left on the server
 
-    void run_watchdog() EXCLUDES(mu) {
-        MutexLock g(mu);
-        while (!stopping) {
-            auto holds = table.all();
-            std::vector<Orphan> undo;
+    // One watchdog pass (RenewalScheduler): the holds that are due are renewed (or, with a fixed
+    // lease, reported when it ended), grants that reached a waiter no longer here are undone, idle
+    // rooms dropped. Returns when the next hold is due.
+    SteadyTime watchdog_pass() EXCLUDES(orphans_mu) {
+        std::vector<Orphan> undo;
+        {
+            MutexLock g(orphans_mu);
             undo.swap(orphans);
-            replan = false;
-            const std::chrono::milliseconds period(period_ms.load());
-            g.unlock();
-            for (const auto& h : holds) {
-                if (h->lost.load() || !h->state) continue;
-                FairHold& fh = fair_hold(*h);
-                // LockOptions::renew = false: a fixed lease, never extended; reported when it ends
-                // (as RedisMutex does), whether or not the key is still there.
-                if (!h->renew) {
-                    if (SteadyClock::now() >= fh.valid_until.load()) {
-                        table.report_lost(h, LockLossReason::LeaseEnded, "fixed lease ran out before unlock");
-                    }
-                    continue;
-                }
-                const auto sent = SteadyClock::now();
-                try {
-                    fault::point("locks.fair.before_renew");  // tests: a renewal that cannot reach Redis
-                    auto r = redis->eval(fair_scripts::renew(), {h->key}, {fh.value, ms(h->lease)});
-                    r.throw_if_error();
-                    if (r.integer() == 0) {
-                        table.report_lost(h, LockLossReason::Expired, "a renewal found the hold gone");
-                    } else {
-                        fh.valid_until.store(sent + h->lease);
-                    }
-                } catch (const std::exception& e) {
-                    // L5: past the last lease the server granted, the hold must be presumed gone
-                    // (another client may hold the lock by now); before it, try again next pass.
-                    if (SteadyClock::now() >= fh.valid_until.load()) {
-                        table.report_lost(h, LockLossReason::Unreachable,
-                                          std::string("no renewal succeeded for a whole lease: ") + e.what());
-                    } else {
-                        logger()->warn("fair lock '{}': renewal failed, retrying: {}", h->name, e.what());
-                    }
-                }
+        }
+        SteadyTime next = SteadyTime::max();
+        for (const auto& h : table.all()) {
+            if (h->lost.load() || !h->state) continue;
+            FairHold& fh = fair_hold(*h);
+            if (SteadyClock::now() >= fh.next_renew) renew(h, fh);
+            if (!h->lost.load()) next = std::min(next, fh.next_renew);
+        }
+        for (const auto& o : undo) {
+            FairKeys keys(prefix, o.name);
+            deliver(keys, o.name, RedisReply::array({RedisReply::string(o.waiter), RedisReply::string(
+                                                         o.value.substr(o.waiter.size() + 1))}));
+        }
+        drop_idle_rooms();
+        return next;
+    }
+
+    // A hold that is due: renewed a third into its lease again, or reported lost.
+    void renew(const std::shared_ptr<Hold>& h, FairHold& fh) {
+        // LockOptions::renew = false: a fixed lease, never extended; reported when it ends (as
+        // RedisMutex does), whether or not the key is still there. (Due only at its end.)
+        if (!h->renew) {
+            table.report_lost(h, LockLossReason::LeaseEnded, "fixed lease ran out before unlock");
+            return;
+        }
+        const auto sent = SteadyClock::now();
+        try {
+            fault::point("locks.fair.before_renew");  // tests: a renewal that cannot reach Redis
+            auto r = redis->eval(fair_scripts::renew(), {h->key}, {fh.value, ms(h->lease)});
+            r.throw_if_error();
+            if (r.integer() == 0) {
+                table.report_lost(h, LockLossReason::Expired, "a renewal found the hold gone");
+            } else {
+                fh.valid_until.store(sent + h->lease);
+                fh.next_renew = sent + h->lease / 3;
             }
-            for (const auto& o : undo) {
-                FairKeys keys(prefix, o.name);
-                deliver(keys, o.name, RedisReply::array({RedisReply::string(o.waiter), RedisReply::string(
-                                                             o.value.substr(o.waiter.size() + 1))}));
-            }
-            drop_idle_rooms();
-            g.lock();
-            auto until = SteadyClock::now() + period;
-            for (const auto& h : holds) {  // a fixed lease's end is reported on time, not a period late
-                if (!h->renew && !h->lost.load() && h->state) until = std::min(until, fair_hold(*h).valid_until.load());
-            }
-            while (!stopping && orphans.empty() && !replan) {
-                if (wake.wait_until(mu, until) == std::cv_status::timeout) break;
+        } catch (const std::exception& e) {
+            // L5: past the last lease the server granted, the hold must be presumed gone (another
+            // client may hold the lock by now); before it, try again soon, and once more at the
+            // lease's end at the latest, so that the loss is reported on time.
+            const auto now = SteadyClock::now();
+            const auto valid_until = fh.valid_until.load();
+            if (now >= valid_until) {
+                table.report_lost(h, LockLossReason::Unreachable,
+                                  std::string("no renewal succeeded for a whole lease: ") + e.what());
+            } else {
+                logger()->warn("fair lock '{}': renewal failed, retrying: {}", h->name, e.what());
+                const auto retry = std::clamp<SteadyClock::duration>(h->lease / 10, std::chrono::milliseconds(1), 1s);
+                fh.next_renew = std::min(now + retry, valid_until);
             }
         }
     }
@@ -551,17 +550,10 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
 RedisFairLockService::RedisFairLockService(RedisOptions redis, LockServiceOptions options, RedisFairLockOptions fair)
     : state_(std::make_shared<State>(std::move(redis), std::move(options), fair)) {
     if (fair.waiter_grace < 2ms) throw ConfigError("waiter_grace", "must be at least 2ms");
-    state_->watchdog = std::thread([s = state_.get()] { s->run_watchdog(); });
+    state_->watchdog.start([s = state_.get()] { return s->watchdog_pass(); });
 }
 
-RedisFairLockService::~RedisFairLockService() {
-    {
-        MutexLock g(state_->mu);
-        state_->stopping = true;
-    }
-    state_->wake.notify_all();
-    state_->watchdog.join();
-}
+RedisFairLockService::~RedisFairLockService() { state_->watchdog.stop(); }
 
 std::unique_ptr<DistributedMutex> RedisFairLockService::make_mutex(std::string name, LockOptions options) {
     check_name("lock name", name);

@@ -20,6 +20,7 @@
 #include "lockstep/cache/redis_subscriber.h"
 #include "lockstep/locks/lock_keys.h"
 #include "redlock_masters.h"
+#include "renewal_scheduler.h"
 #include "redlock_scripts.h"
 
 namespace lockstep {
@@ -107,13 +108,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     Mutex subscribers_mu;
     std::vector<std::unique_ptr<RedisSubscriber>> subscribers GUARDED_BY(subscribers_mu);
 
-    Mutex mu;  // the watchdog's sleep
-    CondVar wake;
-    bool stopping GUARDED_BY(mu) = false;
-    std::uint64_t pokes GUARDED_BY(mu) = 0;  // new holds registered: the watchdog plans again
-    bool planning GUARDED_BY(mu) = true;     // the watchdog is going through the table
-    SteadyTime planned GUARDED_BY(mu);       // else: it sleeps until then
-    std::thread watchdog;
+    locks_detail::RenewalScheduler watchdog;  // renews each hold when it is due (renewal_scheduler.h)
 
     // When the hold this thread's last successful attempt() made is first due for the watchdog
     // (renewal, or the end of a fixed lease). on_new_hold() runs in the same thread right after.
@@ -122,17 +117,9 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     // After a new hold is registered in the table (HoldTableMutex calls it; not before: the
     // watchdog must see the hold when it plans its next renewal, or it could sleep past the new
     // hold's lease). The watchdog is woken only when it would otherwise sleep past the new hold's
-    // due time, or is going through the table now (it may have passed the hold's slot): an
-    // uncontended lock cycle then costs no thread wake-up (a futex call and a context switch,
-    // which the profile of the lock cycle showed on this machine).
-    void on_new_hold() EXCLUDES(mu) {
-        const SteadyTime due = std::exchange(new_hold_due, SteadyTime::min());
-        {
-            MutexLock g(mu);
-            if (!planning && due >= planned) return;  // it wakes before the hold is due and sees it then
-            ++pokes;
-        }
-        wake.notify_one();
+    // due time (RenewalScheduler::hold_added).
+    void on_new_hold() {
+        watchdog.hold_added(std::exchange(new_hold_due, SteadyTime::min()));
     }
 
     std::chrono::milliseconds drift(std::chrono::milliseconds lease) const {
@@ -352,43 +339,29 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    void run_watchdog() EXCLUDES(mu) {
-        MutexLock g(mu);
-        while (!stopping) {
-            const std::uint64_t seen = pokes;
-            SteadyTime next = SteadyClock::now() + std::chrono::seconds(1);
-            planning = true;
-            g.unlock();
-            for (const auto& h : table.all()) {
-                auto st = std::static_pointer_cast<RedlockHold>(h->state);
-                if (!st || h->lost.load() || st->released) continue;
-                const auto now = SteadyClock::now();
-                const auto due = h->renew ? st->next_renew : st->valid_until;
-                if (now >= due) {
-                    try {
-                        renew(h, *st, now);
-                    } catch (const std::exception& e) {
-                        logger()->warn("redlock '{}': renewal failed: {}", h->name, e.what());
-                    }
+    // One watchdog pass (RenewalScheduler): renews the holds that are due, reports a fixed lease
+    // that ended; returns when the next hold is due.
+    SteadyTime watchdog_pass() {
+        SteadyTime next = SteadyTime::max();
+        for (const auto& h : table.all()) {
+            auto st = std::static_pointer_cast<RedlockHold>(h->state);
+            if (!st || h->lost.load() || st->released) continue;
+            const auto now = SteadyClock::now();
+            const auto due = h->renew ? st->next_renew : st->valid_until;
+            if (now >= due) {
+                try {
+                    renew(h, *st, now);
+                } catch (const std::exception& e) {
+                    logger()->warn("redlock '{}': renewal failed: {}", h->name, e.what());
                 }
-                next = std::min(next, h->renew ? st->next_renew : st->valid_until);
             }
-            g.lock();
-            planned = next;
-            planning = false;
-            while (!stopping && pokes == seen) {
-                if (wake.wait_until(mu, next) == std::cv_status::timeout) break;
-            }
+            next = std::min(next, h->renew ? st->next_renew : st->valid_until);
         }
+        return next;
     }
 
-    void stop() EXCLUDES(mu) {
-        {
-            MutexLock g(mu);
-            stopping = true;
-        }
-        wake.notify_all();
-        if (watchdog.joinable()) watchdog.join();
+    void stop() {
+        watchdog.stop();
         // Holds still registered (a thread holding while the service goes): released now.
         for (const auto& h : table.all()) {
             if (h->lost.load()) continue;
@@ -416,7 +389,7 @@ RedlockLockService::RedlockLockService(RedlockOptions redlock, LockServiceOption
     }
     if (redlock.node.pool_size < 16) redlock.node.pool_size = 16;  // the watchdog and every waiter share it
     state_ = std::make_shared<State>(std::move(redlock), std::move(options));
-    state_->watchdog = std::thread([s = state_.get()] { s->run_watchdog(); });
+    state_->watchdog.start([s = state_.get()] { return s->watchdog_pass(); });
 }
 
 RedlockLockService::~RedlockLockService() { state_->stop(); }
