@@ -82,10 +82,13 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     hold->on_lost = options.on_lost;
     if (!backend.acquire(*hold, deadline)) return false;
     hold->count = 1;
-    MutexLock g(mu_);
-    const Key k = key_of(name, kind);
-    unlocked_after_loss_.erase(k);
-    holds_[k] = std::move(hold);
+    {
+        MutexLock g(mu_);
+        const Key k = key_of(name, kind);
+        unlocked_after_loss_.erase(k);
+        holds_[k] = hold;
+    }
+    backend.registered(*hold);
     return true;
 }
 

@@ -62,6 +62,11 @@ public:
     virtual bool release(Hold& hold) = 0;
     // Drops whatever a lost hold still has (best effort). Never throws.
     virtual void abandon(Hold& hold) noexcept = 0;
+    // A new hold (not a re-entry) was registered, where the backend's watchdog finds it: called
+    // in the acquiring thread right after, never before (a watchdog pass that ran before the
+    // registration would not have seen it). Redlock and the fair Redis mutex tell their watchdog
+    // when the hold is first due. Never throws.
+    virtual void registered(const Hold& /*hold*/) noexcept {}
 };
 
 class HoldTable {

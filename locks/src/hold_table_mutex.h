@@ -15,9 +15,7 @@
 
 namespace lockstep::locks_detail {
 
-// `label` names the lock in errors ("MySQL lock", "ZooKeeper lock", ...). A State that defines
-// `on_new_hold()` is told after this thread took a new hold (not a re-entry): Redlock wakes its
-// watchdog there.
+// `label` names the lock in errors ("MySQL lock", "ZooKeeper lock", ...).
 template <class State>
 class HoldTableMutex final : public DistributedMutex {
 public:
@@ -32,14 +30,7 @@ public:
     }
     bool try_lock() override { return try_lock_until_steady(SteadyTime::min()); }
     bool try_lock_until_steady(SteadyTime deadline) override {
-        if constexpr (requires(State& st) { st.on_new_hold(); }) {
-            const bool fresh = s_->table.count(name_, HoldKind::Mutex) == 0;
-            if (!s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_)) return false;
-            if (fresh) s_->on_new_hold();
-            return true;
-        } else {
-            return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
-        }
+        return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
     }
     void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
     bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }

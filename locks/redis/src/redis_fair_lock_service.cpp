@@ -157,10 +157,9 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     // of the service: until session 10 one short-lease hold made the watchdog renew every hold
     // every 5 ms for the service's life), a fixed lease's end is reported when it comes.
     locks_detail::RenewalScheduler watchdog;
-    // When the hold this thread's last acquisition made is first due for the watchdog;
-    // on_new_hold() (HoldTableMutex, right after the hold is registered) hands it over.
-    static inline thread_local SteadyTime new_hold_due = SteadyTime::min();
-    void on_new_hold() { watchdog.hold_added(std::exchange(new_hold_due, SteadyTime::min())); }
+    // A new hold is registered (HoldTable): the watchdog is woken only if it is due before the
+    // watchdog's planned wake-up.
+    void registered(const Hold& h) noexcept override { watchdog.hold_added(fair_hold(h).next_renew); }
 
     bool acquire(Hold& h, SteadyTime deadline) override {
         FairKeys keys(prefix, h.name);
@@ -192,7 +191,6 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             state->value = by == By::Script ? w.id : w.id + "#" + std::to_string(token);
             state->valid_until.store(leased_from + h.lease);
             state->next_renew = h.renew ? leased_from + h.lease / 3 : leased_from + h.lease;
-            new_hold_due = state->next_renew;
             state->keys = std::move(k);  // the last use of k (and of key_views) in this acquisition
             state->channel_prefix = keys.channel_prefix();
             h.state = std::move(state);

@@ -110,16 +110,11 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
 
     locks_detail::RenewalScheduler watchdog;  // renews each hold when it is due (renewal_scheduler.h)
 
-    // When the hold this thread's last successful attempt() made is first due for the watchdog
-    // (renewal, or the end of a fixed lease). on_new_hold() runs in the same thread right after.
-    static inline thread_local SteadyTime new_hold_due = SteadyTime::min();
-
-    // After a new hold is registered in the table (HoldTableMutex calls it; not before: the
-    // watchdog must see the hold when it plans its next renewal, or it could sleep past the new
-    // hold's lease). The watchdog is woken only when it would otherwise sleep past the new hold's
-    // due time (RenewalScheduler::hold_added).
-    void on_new_hold() {
-        watchdog.hold_added(std::exchange(new_hold_due, SteadyTime::min()));
+    // A new hold is registered (HoldTable): the watchdog is woken only when it would otherwise
+    // sleep past the hold's first due time (RenewalScheduler::hold_added).
+    void registered(const Hold& h) noexcept override {
+        const auto& st = *std::static_pointer_cast<RedlockHold>(h.state);
+        watchdog.hold_added(h.renew ? st.next_renew : st.valid_until);
     }
 
     std::chrono::milliseconds drift(std::chrono::milliseconds lease) const {
@@ -262,7 +257,6 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         }
         st->valid_until = valid_until;
         st->next_renew = start + h.lease / 3;
-        new_hold_due = h.renew ? st->next_renew : st->valid_until;
         h.token = token;
         h.key = k[0];
         h.state = st;
