@@ -120,6 +120,23 @@ TEST_F(RedisFairWatchdog, ARenewalThatFailsOnceIsRetriedAndTheHoldKept) {
     EXPECT_NO_THROW(m->unlock_checked());
 }
 
+// A renewal under way while the holder unlocks finds the key gone: that is the release, not a
+// loss (until session 10 it was reported lost, Expired, and on_lost ran for a hold its owner had
+// just released). Forced: the watchdog is held at its first renewal while the test unlocks.
+TEST_F(RedisFairWatchdog, ARenewalRacingTheUnlockIsNotReportedAsALoss) {
+    auto m = make("racing", 300ms, true);
+    fault::Gate at_renewal;
+    auto held = fault::arm("locks.fair.before_renew", at_renewal.action(), fault::ArmOptions{0, 1, {}});
+    std::atomic<int> handled{0};
+    auto counting = fault::arm("locks.fair.renewed", [&] { handled.fetch_add(1); });
+    m->lock();
+    ASSERT_TRUE(at_renewal.wait_arrivals(1, 5s)) << "the watchdog never renewed";
+    m->unlock();        // the release deletes the key while the renewal waits
+    at_renewal.open();  // the renewal now finds the key gone
+    ASSERT_TRUE(eventually([&] { return handled.load() >= 1; }, 5s)) << "the held renewal never finished";
+    EXPECT_EQ(seen_.seen(), 0) << "reported lost after its own unlock: " << seen_.message;
+}
+
 // Until session 10 the watchdog renewed every hold on one period: a third of the shortest lease
 // any hold of the service had ever had (5 ms at least), for the service's life. One short-lease
 // hold, long released, made it renew a 3 s hold every 10 ms (~30 renewals in 300 ms). Each hold

@@ -147,6 +147,9 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         std::string value;
         std::atomic<SteadyTime> valid_until;
         SteadyTime next_renew{};  // a third into the lease; after a failed renewal, sooner
+        // The holder began its unlock: a renewal in flight that finds the key gone (deleted by
+        // the release) or fails is not a loss.
+        std::atomic<bool> released{false};
         std::vector<std::string> keys;  // FairKeys::all() of the name, built once at acquisition
         std::string channel_prefix;     // for the release, which passes views of both
     };
@@ -440,7 +443,8 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     }
 
     bool release(Hold& h) override {
-        const FairHold& fh = fair_hold(h);
+        FairHold& fh = fair_hold(h);
+        fh.released.store(true);
         const std::array<std::string_view, 4> key_views{fh.keys[0], fh.keys[1], fh.keys[2], fh.keys[3]};
         const std::string fence_ttl_arg = ms(fair.fence_counter_ttl);
         const std::array<std::string_view, 4> args{fh.value, fh.channel_prefix, fence_ttl_arg, table.service_id()};
@@ -468,7 +472,14 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         for (const auto& h : table.all()) {
             if (h->lost.load() || !h->state) continue;
             FairHold& fh = fair_hold(*h);
-            if (SteadyClock::now() >= fh.next_renew) renew(h, fh);
+            if (fh.released.load()) continue;
+            if (SteadyClock::now() >= fh.next_renew) {
+                renew(h, fh);
+                try {
+                    fault::point("locks.fair.renewed");  // tests: a renewal's outcome was handled
+                } catch (...) {
+                }
+            }
             if (!h->lost.load()) next = std::min(next, fh.next_renew);
         }
         for (const auto& o : undo) {
@@ -494,6 +505,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             auto r = redis->eval(fair_scripts::renew(), {h->key}, {fh.value, ms(h->lease)});
             r.throw_if_error();
             if (r.integer() == 0) {
+                if (fh.released.load()) return;  // the holder's unlock deleted it meanwhile
                 table.report_lost(h, LockLossReason::Expired, "a renewal found the hold gone");
             } else {
                 fh.valid_until.store(sent + h->lease);
@@ -503,6 +515,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             // L5: past the last lease the server granted, the hold must be presumed gone (another
             // client may hold the lock by now); before it, try again soon, and once more at the
             // lease's end at the latest, so that the loss is reported on time.
+            if (fh.released.load()) return;
             const auto now = SteadyClock::now();
             const auto valid_until = fh.valid_until.load();
             if (now >= valid_until) {
