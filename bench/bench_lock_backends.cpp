@@ -267,7 +267,6 @@ void register_lock_backends(Environment& env, Plan& plan) {
     ZooKeeperLockOptions zo;
     zo.hosts = hosts;
     auto zk = std::make_shared<ZooKeeperLockService>(zo, so);
-    const int zk_pid = zookeeper().pid();
     benchmark::RegisterBenchmark(kZkCycle,
                                  [=](benchmark::State& state) {
                                      auto m = zk->make_mutex("bench-cycle");
