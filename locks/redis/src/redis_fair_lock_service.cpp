@@ -147,6 +147,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         std::string value;
         std::atomic<SteadyTime> valid_until;
         SteadyTime next_renew{};  // a third into the lease; after a failed renewal, sooner
+        SteadyTime first_due{};   // next_renew at acquisition; never written after (registered())
         // The holder began its unlock: a renewal in flight that finds the key gone (deleted by
         // the release) or fails is not a loss.
         std::atomic<bool> released{false};
@@ -162,7 +163,8 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     locks_detail::RenewalScheduler watchdog;
     // A new hold is registered (HoldTable): the watchdog is woken only if it is due before the
     // watchdog's planned wake-up.
-    void registered(const Hold& h) noexcept override { watchdog.hold_added(fair_hold(h).next_renew); }
+    // (first_due, not next_renew: the watchdog may already be renewing the hold.)
+    void registered(const Hold& h) noexcept override { watchdog.hold_added(fair_hold(h).first_due); }
 
     bool acquire(Hold& h, SteadyTime deadline) override {
         FairKeys keys(prefix, h.name);
@@ -194,6 +196,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             state->value = by == By::Script ? w.id : w.id + "#" + std::to_string(token);
             state->valid_until.store(leased_from + h.lease);
             state->next_renew = h.renew ? leased_from + h.lease / 3 : leased_from + h.lease;
+            state->first_due = state->next_renew;
             state->keys = std::move(k);  // the last use of k (and of key_views) in this acquisition
             state->channel_prefix = keys.channel_prefix();
             h.state = std::move(state);

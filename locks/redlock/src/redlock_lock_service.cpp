@@ -38,6 +38,7 @@ struct RedlockHold {
     std::string owner;       // unique per acquisition: a lapsed holder's scripts never match a later one
     SteadyTime valid_until;  // start of the last successful round + lease − drift
     SteadyTime next_renew;
+    SteadyTime first_due;  // when the watchdog must first look at it; never written after registration
     std::atomic<bool> released{false};  // unlock started: the watchdog must not call it lost
 };
 
@@ -113,8 +114,8 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     // A new hold is registered (HoldTable): the watchdog is woken only when it would otherwise
     // sleep past the hold's first due time (RenewalScheduler::hold_added).
     void registered(const Hold& h) noexcept override {
-        const auto& st = *std::static_pointer_cast<RedlockHold>(h.state);
-        watchdog.hold_added(h.renew ? st.next_renew : st.valid_until);
+        // (first_due, not next_renew: the watchdog may already be renewing the hold.)
+        watchdog.hold_added(std::static_pointer_cast<RedlockHold>(h.state)->first_due);
     }
 
     std::chrono::milliseconds drift(std::chrono::milliseconds lease) const {
@@ -257,6 +258,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         }
         st->valid_until = valid_until;
         st->next_renew = start + h.lease / 3;
+        st->first_due = h.renew ? st->next_renew : st->valid_until;
         h.token = token;
         h.key = k[0];
         h.state = st;
