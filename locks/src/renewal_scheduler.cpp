@@ -7,16 +7,19 @@ namespace lockstep::locks_detail {
 
 void RenewalScheduler::start(Pass pass) {
     pass_ = std::move(pass);
+    MutexLock g(mu_);
     thread_ = std::thread([this] { run(); });
 }
 
 void RenewalScheduler::stop() {
+    std::thread ending;
     {
         MutexLock g(mu_);
         stopping_ = true;
+        ending = std::exchange(thread_, std::thread());  // one caller joins, even if two stop at once
     }
     wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    if (ending.joinable()) ending.join();
 }
 
 void RenewalScheduler::hold_added(SteadyTime due) {

@@ -34,7 +34,7 @@ public:
     RenewalScheduler& operator=(const RenewalScheduler&) = delete;
 
     // Starts the thread; the first pass runs at once.
-    void start(Pass pass);
+    void start(Pass pass) EXCLUDES(mu_);
     // Ends the thread after its current pass (idempotent). The pass never runs after this returns.
     void stop() EXCLUDES(mu_);
 
@@ -59,7 +59,7 @@ private:
     bool planning_ GUARDED_BY(mu_) = true;      // a pass is running (it may have passed a new hold's slot)
     SteadyTime planned_ GUARDED_BY(mu_){};      // else: the thread sleeps until then
     std::uint64_t passes_ GUARDED_BY(mu_) = 0;
-    std::thread thread_;
+    std::thread thread_ GUARDED_BY(mu_);
 };
 
 }  // namespace lockstep::locks_detail

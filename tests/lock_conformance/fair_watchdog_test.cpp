@@ -104,6 +104,30 @@ TEST_F(RedisFairWatchdog, RenewalsThatCannotReachRedisForAWholeLeaseReportTheHol
     EXPECT_THROW(m->unlock_checked(), LockLostError);
 }
 
+// Once renewals have failed up to the end of the last lease the server granted, the loss is
+// reported then, not after one more renewal that hangs (a paused server: the socket timeout, 1 s
+// by default). Forced: every renewal fails, and one sent at or after the lease's end hangs 2 s.
+TEST_F(RedisFairWatchdog, AFailingHoldIsReportedAtItsLeasesEndNotAfterAHangingRenewal) {
+    auto m = make("hung", 300ms, true);
+    Clock::time_point locked{};
+    std::atomic<bool> started{false};
+    std::atomic<int> hung{0};
+    auto armed = fault::arm("locks.fair.before_renew", [&] {
+        if (started.load() && Clock::now() >= locked + 300ms) {
+            hung.fetch_add(1);
+            std::this_thread::sleep_for(2s);
+        }
+        throw std::runtime_error("forced: Redis unreachable");
+    });
+    locked = Clock::now();
+    started = true;
+    m->lock();
+    ASSERT_TRUE(eventually([&] { return seen_.seen() == 1; }, 10s)) << "the failing hold was never reported";
+    EXPECT_EQ(seen_.reason, LockLossReason::Unreachable) << seen_.message;
+    EXPECT_LT(seen_.at - locked, 300ms + 1s) << "reported after a renewal that hung past the lease";
+    EXPECT_EQ(hung.load(), 0) << "a renewal was sent after the lease had run out";
+}
+
 // Renewals that fail for less than a lease and then succeed keep the hold (a short outage is
 // retried, not a loss).
 TEST_F(RedisFairWatchdog, ARenewalThatFailsOnceIsRetriedAndTheHoldKept) {

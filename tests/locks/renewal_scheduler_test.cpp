@@ -35,9 +35,9 @@ struct CountingPass {
 
 TEST(RenewalSchedulerTest, TheFirstPassRunsAtOnceAndTheNextWhenItSaidItWouldBeDue) {
     CountingPass p;
-    p.next = SteadyClock::now() + 50ms;
-    RenewalScheduler s(60s);
     const auto started = SteadyClock::now();
+    p.next = started + 50ms;
+    RenewalScheduler s(60s);
     s.start(p.pass());
     ASSERT_TRUE(eventually([&] { return p.runs.load() >= 1; }, 10s));
     p.next = SteadyTime::max();
@@ -57,6 +57,27 @@ TEST(RenewalSchedulerTest, AHoldDueBeforeThePlannedWakeUpWakesItAndALaterOneDoes
     EXPECT_EQ(p.runs.load(), 1) << "a hold due after the planned wake-up woke the watchdog";
     s.hold_added(SteadyClock::now());  // due now: a pass at once
     EXPECT_TRUE(eventually([&] { return p.runs.load() == 2; }, 10s)) << "a hold due now did not wake the watchdog";
+    s.stop();
+}
+
+// A hold registered while a pass runs may have been missed by that pass (it took its snapshot of
+// the holds before): one more pass runs right after, whatever the hold's due time. Forced: the
+// first pass is held until the hold was added.
+TEST(RenewalSchedulerTest, AHoldAddedDuringAPassGetsAnotherPassAtOnce) {
+    std::atomic<int> runs{0};
+    std::atomic<bool> in_pass{false}, go{false};
+    RenewalScheduler s(60s);
+    s.start([&] {
+        if (runs.fetch_add(1) == 0) {
+            in_pass = true;
+            while (!go.load()) std::this_thread::sleep_for(1ms);
+        }
+        return SteadyTime::max();
+    });
+    ASSERT_TRUE(eventually([&] { return in_pass.load(); }, 10s));
+    s.hold_added(SteadyClock::now() + 120s);  // due long after any planned wake-up, but added mid-pass
+    go = true;
+    EXPECT_TRUE(eventually([&] { return s.passes() == 2; }, 10s)) << "the hold added during a pass was not looked at";
     s.stop();
 }
 

@@ -148,6 +148,8 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         std::atomic<SteadyTime> valid_until;
         SteadyTime next_renew{};  // a third into the lease; after a failed renewal, sooner
         SteadyTime first_due{};   // next_renew at acquisition; never written after (registered())
+        bool failing = false;      // the last renewal failed (watchdog only) ...
+        std::string last_failure;  // ... with this error
         // The holder began its unlock: a renewal in flight that finds the key gone (deleted by
         // the release) or fails is not a loss.
         std::atomic<bool> released{false};
@@ -503,6 +505,14 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             return;
         }
         const auto sent = SteadyClock::now();
+        // Renewals kept failing until the last lease the server granted ran out: reported now,
+        // not after one more renewal that may hang for the socket timeout (L5: the holder must
+        // not believe in the hold past that lease).
+        if (fh.failing && sent >= fh.valid_until.load()) {
+            table.report_lost(h, LockLossReason::Unreachable,
+                              "no renewal succeeded for a whole lease: " + fh.last_failure);
+            return;
+        }
         try {
             fault::point("locks.fair.before_renew");  // tests: a renewal that cannot reach Redis
             auto r = redis->eval(fair_scripts::renew(), {h->key}, {fh.value, ms(h->lease)});
@@ -513,6 +523,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             } else {
                 fh.valid_until.store(sent + h->lease);
                 fh.next_renew = sent + h->lease / 3;
+                fh.failing = false;
             }
         } catch (const std::exception& e) {
             // L5: past the last lease the server granted, the hold must be presumed gone (another
@@ -526,6 +537,8 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                                   std::string("no renewal succeeded for a whole lease: ") + e.what());
             } else {
                 logger()->warn("fair lock '{}': renewal failed, retrying: {}", h->name, e.what());
+                fh.failing = true;
+                fh.last_failure = e.what();
                 const auto retry = std::clamp<SteadyClock::duration>(h->lease / 10, std::chrono::milliseconds(1), 1s);
                 fh.next_renew = std::min(now + retry, valid_until);
             }
