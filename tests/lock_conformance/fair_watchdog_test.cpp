@@ -182,7 +182,7 @@ TEST(RedisFairWatchdogPlan, EachHoldIsRenewedOnItsOwnLeaseNotTheShortestOneTheSe
     m->lock();
     std::this_thread::sleep_for(300ms);  // a third of the lease is 1 s: no renewal is due in this window
     EXPECT_EQ(renewals.load(), 0) << "the 3 s hold was renewed on the short lease's period";
-    // And it is renewed when due (a third into its lease), so it outlives its first lease.
+    // And it is renewed when due, a third into its own lease.
     ASSERT_TRUE(eventually([&] { return renewals.load() >= 1; }, 10s)) << "the 3 s hold was never renewed";
     EXPECT_FALSE(m->lost());
     EXPECT_NO_THROW(m->unlock_checked());
