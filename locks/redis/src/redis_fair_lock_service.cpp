@@ -157,7 +157,6 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         std::string channel_prefix;     // for the release, which passes views of both
     };
     static FairHold& fair_hold(const Hold& h) { return *static_cast<FairHold*>(h.state.get()); }
-    static const std::string& value_of(const Hold& h) { return fair_hold(h).value; }
 
     // The watchdog: each hold is renewed a third into its lease (its own, not the shortest lease
     // of the service: until session 10 one short-lease hold made the watchdog renew every hold

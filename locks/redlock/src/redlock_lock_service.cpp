@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <random>
-#include <thread>
 #include <utility>
 
 #include "hold_table.h"
