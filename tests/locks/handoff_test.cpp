@@ -11,7 +11,7 @@
 #include <chrono>
 #include <thread>
 
-#include "../../locks/src/lock_scripts.h"  // to send the leave script as a giving-up waiter does
+#include "../../locks/redis/src/lock_scripts.h"  // to send the leave script as a giving-up waiter does
 #include "eventually.h"
 #include "locks_test_support.h"
 #include "lockstep/core/error.h"

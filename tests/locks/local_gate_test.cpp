@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../locks/src/local_gate.h"
+#include "../../locks/redis/src/local_gate.h"
 #include "eventually.h"
 
 namespace lockstep {

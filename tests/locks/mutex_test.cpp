@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../locks/src/lock_scripts.h"  // to drive the release script as a foreign client would
+#include "../../locks/redis/src/lock_scripts.h"  // to drive the release script as a foreign client would
 #include "eventually.h"
 #include "locks_test_support.h"
 #include "lockstep/core/error.h"

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "lock_client_impl.h"
-#include "../redis/src/replication_wait.h"  // L8: WAIT, failover (confirm_new_hold)
+#include "replication_wait.h"  // L8: WAIT, failover (confirm_new_hold)
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"

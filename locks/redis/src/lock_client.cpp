@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "lock_client_impl.h"
-#include "../redis/src/replication_wait.h"  // L8: WAIT, failover (confirm_new_hold)
-#include "../redis/src/failover_watch.h"
+#include "replication_wait.h"  // L8: WAIT, failover (confirm_new_hold)
+#include "failover_watch.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/names.h"
