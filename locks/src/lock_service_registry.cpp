@@ -1,6 +1,6 @@
 // open_lock_service: the scheme of a URL chooses the backend. The registry is a plain list
-// filled once, on first use, by register_builtin_lock_backends() (lock_backends.cpp: one line
-// per backend), so no backend depends on static-initialisation order or on the linker keeping
+// filled once, on first use, by register_builtin_lock_backends(), which CMake generates from the
+// backends built (one call per locks/<backend>/src/registration.cpp), so no backend depends on static-initialisation order or on the linker keeping
 // an otherwise unreferenced object file.
 #include <algorithm>
 #include <mutex>
@@ -12,7 +12,7 @@
 
 namespace lockstep {
 
-void register_builtin_lock_backends();  // lock_backends.cpp
+void register_builtin_lock_backends();  // generated: cmake/LockstepLayers.cmake
 
 namespace {
 

@@ -65,7 +65,8 @@ std::unique_ptr<LockService> open_lock_service(std::string_view url, LockService
 // The schemes open_lock_service accepts, in registration order.
 std::vector<std::string> lock_service_schemes();
 
-// Registers a backend's opener. Each backend adds one line to locks/src/lock_backends.cpp.
+// Registers a backend's opener. A built-in backend does it in its locks/<backend>/src/registration.cpp
+// (the registry calls it when the backend was built); a service may register its own.
 using LockServiceOpener = std::function<std::unique_ptr<LockService>(std::string_view url, LockServiceOptions)>;
 void register_lock_backend(std::string scheme, LockServiceOpener opener);
 

@@ -1,18 +1,13 @@
-// The lock backends open_lock_service knows: one registration per backend.
+// The Redis backend's schemes for open_lock_service: the barging mutex (redis://) and the fair
+// mutex (redis-fair://), each on a single node, a Cluster or behind Sentinel.
 #include "lockstep/core/uri.h"
-#include "lockstep/locks/in_memory_lock_service.h"
 #include "lockstep/locks/lock_service.h"
-#include "lockstep/locks/mysql_lock_service.h"
 #include "lockstep/locks/redis_fair_lock_service.h"
 #include "lockstep/locks/redis_lock_service.h"
-#include "lockstep/locks/redlock_lock_service.h"
-#ifdef LOCKSTEP_HAVE_ZOOKEEPER
-#include "lockstep/locks/zookeeper_lock_service.h"
-#endif
 
-namespace lockstep {
+namespace lockstep::locks_detail {
 
-void register_builtin_lock_backends() {
+void register_redis_lock_backend() {
     // redis:// and the topology schemes of cache/ (redis+cluster://, redis+sentinel://): one
     // RedisClient routes every lock key to its slot's master or to the sentinels' master.
     for (const char* scheme : {"redis", "redis+cluster", "redis+sentinel"}) {
@@ -30,20 +25,6 @@ void register_builtin_lock_backends() {
             return std::make_unique<RedisFairLockService>(parse_redis_url(redis_url), std::move(o));
         });
     }
-    register_lock_backend("mysql", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
-        return std::make_unique<MysqlLockService>(parse_mysql_url(url), std::move(o));
-    });
-#ifdef LOCKSTEP_HAVE_ZOOKEEPER
-    register_lock_backend("zookeeper", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
-        return std::make_unique<ZooKeeperLockService>(parse_zookeeper_url(url), std::move(o));
-    });
-#endif
-    register_lock_backend("redlock", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
-        return std::make_unique<RedlockLockService>(parse_redlock_url(url), std::move(o));
-    });
-    register_lock_backend("memory", [](std::string_view, LockServiceOptions o) -> std::unique_ptr<LockService> {
-        return std::make_unique<InMemoryLockService>(std::move(o));
-    });
 }
 
-}  // namespace lockstep
+}  // namespace lockstep::locks_detail

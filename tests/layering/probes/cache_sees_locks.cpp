@@ -1,0 +1,1 @@
+#include "lockstep/locks/lock_service.h"  // cache must not see locks/

@@ -1,0 +1,1 @@
+#include "lockstep/cache/redis_client.h"  // db must not see cache/

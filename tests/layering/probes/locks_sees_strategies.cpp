@@ -1,0 +1,1 @@
+#include "lockstep/strategies/cached_repository.h"  // locks must not see strategies/

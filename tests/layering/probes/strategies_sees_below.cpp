@@ -1,0 +1,5 @@
+#include "lockstep/cache/redis_client.h"
+#include "lockstep/core/error.h"
+#include "lockstep/db/transaction.h"
+#include "lockstep/locks/lock_service.h"
+#include "lockstep/strategies/cached_repository.h"

@@ -1,0 +1,1 @@
+#include "lockstep/invalidation/binlog_invalidator.h"  // strategies must not see invalidation/
