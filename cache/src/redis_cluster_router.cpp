@@ -108,74 +108,80 @@ std::vector<int> RedisClusterRouter::load_map() {
 
     std::string last_error = "no node to ask";
     for (const auto& address : candidates) {
-        RedisReply reply;
-        std::string host;
-        try {
-            const NodeAddress node = split_address(address);
-            host = node.host;
-            if (!map_connection_ || map_connection_address_ != address) {
-                map_connection_.reset();
-                map_connection_ = std::make_unique<RedisConnection>(node_options(options_, node.host, node.port));
-                map_connection_address_ = address;
-            }
-            reply = map_connection_->command({"CLUSTER", "SLOTS"});
-            if (map_connection_->broken()) map_connection_.reset();
-        } catch (const Error& e) {
-            map_connection_.reset();
-            last_error = e.what();
-            continue;
-        }
-        if (reply.is_error() || reply.type() != RedisReply::Type::Array) {
-            map_connection_.reset();  // ask another node next time
-            last_error = address + " answered CLUSTER SLOTS with " +
-                         (reply.is_error() ? reply.error_message() : std::string(reply.type_name()));
-            continue;
-        }
-        // Build the new table before taking the write lock: readers are blocked only for the swap.
-        std::array<RedisConnectionPool*, kRedisClusterSlots> table{};
-        std::vector<RedisConnectionPool*> masters;
-        std::size_t covered = 0;
-        for (const auto& range : reply.elements()) {
-            const auto& r = range.elements();
-            if (r.size() < 3) continue;
-            const auto& master = r[2].elements();
-            std::string master_host = master.at(0).str();
-            if (master_host.empty() || master_host == "?") master_host = host;  // "unknown endpoint": the one we asked
-            RedisConnectionPool* pool =
-                &pool_for(master_host + ":" + std::to_string(master.at(1).integer()));
-            const long long lo = r[0].integer(), hi = r[1].integer();
-            for (long long s = std::max(0LL, lo); s <= hi && s < kRedisClusterSlots; ++s) table[s] = pool;
-            covered += static_cast<std::size_t>(hi - lo + 1);
-            if (std::find(masters.begin(), masters.end(), pool) == masters.end()) masters.push_back(pool);
-        }
-        // Replaced masters: the slot's last owner is another node and serves no slot now.
-        std::vector<int> replaced;
-        std::map<std::pair<RedisConnectionPool*, RedisConnectionPool*>, int> moves;  // (was, now) -> slots
-        for (int s = 0; s < kRedisClusterSlots; ++s) {
-            RedisConnectionPool* was = last_owner_[s];
-            RedisConnectionPool* now = table[s];
-            if (now == nullptr) continue;
-            last_owner_[s] = now;
-            if (was == nullptr || was == now || std::find(masters.begin(), masters.end(), was) != masters.end()) continue;
-            replaced.push_back(s);
-            ++moves[{was, now}];
-        }
-        {
-            WriterMutexLock lock(mutex_);
-            slots_ = table;
-            masters_ = std::move(masters);
-            for (const auto& [pair, count] : moves) {
-                logger()->warn("Redis Cluster: master {} replaced by {} for {} slot(s) (failover)", addresses_.at(pair.first),
-                               addresses_.at(pair.second), count);
-            }
-        }
-        stale_.store(false);
-        if (covered < kRedisClusterSlots) {
-            logger()->warn("Redis Cluster map from {} covers {} of {} slots", address, covered, kRedisClusterSlots);
-        }
-        return replaced;
+        if (auto reply = ask_for_slots(address, last_error)) return install_map(*reply, address);
     }
     throw ConnectionError("no Redis Cluster node answered CLUSTER SLOTS; last error: " + last_error);
+}
+
+std::optional<RedisReply> RedisClusterRouter::ask_for_slots(const std::string& address, std::string& error) {
+    RedisReply reply;
+    try {
+        const NodeAddress node = split_address(address);
+        if (!map_connection_ || map_connection_address_ != address) {
+            map_connection_.reset();
+            map_connection_ = std::make_unique<RedisConnection>(node_options(options_, node.host, node.port));
+            map_connection_address_ = address;
+        }
+        reply = map_connection_->command({"CLUSTER", "SLOTS"});
+        if (map_connection_->broken()) map_connection_.reset();
+    } catch (const Error& e) {
+        map_connection_.reset();
+        error = e.what();
+        return std::nullopt;
+    }
+    if (reply.is_error() || reply.type() != RedisReply::Type::Array) {
+        map_connection_.reset();  // ask another node next time
+        error = address + " answered CLUSTER SLOTS with " +
+                (reply.is_error() ? reply.error_message() : std::string(reply.type_name()));
+        return std::nullopt;
+    }
+    return reply;
+}
+
+std::vector<int> RedisClusterRouter::install_map(const RedisReply& slots, const std::string& address) {
+    const std::string host = split_address(address).host;
+    // Build the new table before taking the write lock: readers are blocked only for the swap.
+    std::array<RedisConnectionPool*, kRedisClusterSlots> table{};
+    std::vector<RedisConnectionPool*> masters;
+    std::size_t covered = 0;
+    for (const auto& range : slots.elements()) {
+        const auto& r = range.elements();
+        if (r.size() < 3) continue;
+        const auto& master = r[2].elements();
+        std::string master_host = master.at(0).str();
+        if (master_host.empty() || master_host == "?") master_host = host;  // "unknown endpoint": the one we asked
+        RedisConnectionPool* pool = &pool_for(master_host + ":" + std::to_string(master.at(1).integer()));
+        const long long lo = r[0].integer(), hi = r[1].integer();
+        for (long long s = std::max(0LL, lo); s <= hi && s < kRedisClusterSlots; ++s) table[s] = pool;
+        covered += static_cast<std::size_t>(hi - lo + 1);
+        if (std::find(masters.begin(), masters.end(), pool) == masters.end()) masters.push_back(pool);
+    }
+    // Replaced masters: the slot's last owner is another node and serves no slot now.
+    std::vector<int> replaced;
+    std::map<std::pair<RedisConnectionPool*, RedisConnectionPool*>, int> moves;  // (was, now) -> slots
+    for (int s = 0; s < kRedisClusterSlots; ++s) {
+        RedisConnectionPool* was = last_owner_[s];
+        RedisConnectionPool* now = table[s];
+        if (now == nullptr) continue;
+        last_owner_[s] = now;
+        if (was == nullptr || was == now || std::find(masters.begin(), masters.end(), was) != masters.end()) continue;
+        replaced.push_back(s);
+        ++moves[{was, now}];
+    }
+    {
+        WriterMutexLock lock(mutex_);
+        slots_ = table;
+        masters_ = std::move(masters);
+        for (const auto& [pair, count] : moves) {
+            logger()->warn("Redis Cluster: master {} replaced by {} for {} slot(s) (failover)", addresses_.at(pair.first),
+                           addresses_.at(pair.second), count);
+        }
+    }
+    stale_.store(false);
+    if (covered < kRedisClusterSlots) {
+        logger()->warn("Redis Cluster map from {} covers {} of {} slots", address, covered, kRedisClusterSlots);
+    }
+    return replaced;
 }
 
 void RedisClusterRouter::tell_listeners(std::vector<int> replaced) {

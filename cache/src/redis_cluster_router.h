@@ -96,6 +96,11 @@ private:
     void refresh_quietly() noexcept;
     // The body of refresh(): swaps the map in, returns the slots whose master was replaced.
     std::vector<int> load_map() REQUIRES(refresh_mutex_) EXCLUDES(mutex_);
+    // Its stages: CLUSTER SLOTS from one node (nullopt and `error` set when it fails or answers
+    // wrongly), then the answer swapped in as the map.
+    std::optional<RedisReply> ask_for_slots(const std::string& address, std::string& error) REQUIRES(refresh_mutex_);
+    std::vector<int> install_map(const RedisReply& slots, const std::string& address) REQUIRES(refresh_mutex_)
+        EXCLUDES(mutex_);
     void tell_listeners(std::vector<int> replaced) EXCLUDES(listeners_mutex_);
     void watch_loop() EXCLUDES(listeners_mutex_);
     [[noreturn]] void unavailable(const std::string& why) const;

@@ -69,51 +69,27 @@ long long parse_integer(std::string_view text, const std::string& part, long lon
     return v;
 }
 
-UrlParts split_url(std::string_view url, std::string_view scheme) {
-    UrlParts parts;
-    const std::string prefix = std::string(scheme) + "://";
-    if (url.empty()) throw ConfigError("url", "empty URL");
-    auto sep = url.find("://");
-    if (sep == std::string_view::npos) {
-        throw ConfigError("scheme", "missing '" + prefix + "' in '" + std::string(url) + "'");
-    }
-    if (url.substr(0, sep) != scheme) {
-        throw ConfigError("scheme", "expected '" + std::string(scheme) + "', got '" + std::string(url.substr(0, sep)) + "'");
-    }
-    std::string_view rest = url.substr(sep + 3);
-    // A '#' ends the URL wherever it is, also inside the query, so look for it before splitting.
-    if (rest.find('#') != std::string_view::npos) throw ConfigError("url", "fragments ('#') are not allowed");
+namespace {
 
-    // Split off the query first so that '/' or '@' inside it is not misread.
-    std::string_view query;
-    if (auto q = rest.find('?'); q != std::string_view::npos) {
-        query = rest.substr(q + 1);
-        rest = rest.substr(0, q);
-        if (query.empty()) throw ConfigError("query", "'?' with no parameters");
+// userinfo@hostport. The last '@' separates them: passwords may contain '@' only encoded, but be
+// lenient about which '@' we take and strict about what remains. Returns the host:port part.
+std::string_view take_userinfo(std::string_view authority, UrlParts& parts) {
+    auto at = authority.rfind('@');
+    if (at == std::string_view::npos) return authority;
+    std::string_view userinfo = authority.substr(0, at);
+    parts.has_userinfo = true;
+    if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
+        parts.user = percent_decode(userinfo.substr(0, colon), "user");
+        parts.password = percent_decode(userinfo.substr(colon + 1), "password");
+        parts.has_password = true;
+    } else {
+        parts.user = percent_decode(userinfo, "user");
     }
+    return authority.substr(at + 1);
+}
 
-    std::string_view authority = rest;
-    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
-        authority = rest.substr(0, slash);
-        parts.path = std::string(rest.substr(slash + 1));
-        parts.has_path = true;
-    }
-
-    // userinfo@hostport. The last '@' separates them: passwords may contain '@' only encoded,
-    // but be lenient about which '@' we take and strict about what remains.
-    if (auto at = authority.rfind('@'); at != std::string_view::npos) {
-        std::string_view userinfo = authority.substr(0, at);
-        authority = authority.substr(at + 1);
-        parts.has_userinfo = true;
-        if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
-            parts.user = percent_decode(userinfo.substr(0, colon), "user");
-            parts.password = percent_decode(userinfo.substr(colon + 1), "password");
-            parts.has_password = true;
-        } else {
-            parts.user = percent_decode(userinfo, "user");
-        }
-    }
-
+// host[:port] or [ipv6][:port].
+void parse_host_port(std::string_view authority, UrlParts& parts) {
     if (authority.empty()) throw ConfigError("host", "missing host");
     std::string_view host = authority;
     std::string_view port;
@@ -146,7 +122,10 @@ UrlParts split_url(std::string_view url, std::string_view scheme) {
         if (port.empty()) throw ConfigError("port", "empty port after ':'");
         parts.port = static_cast<int>(parse_integer(port, "port", 1, 65535));
     }
+}
 
+// key=value&key=value: every name once, no empty parts.
+void parse_query(std::string_view query, UrlParts& parts) {
     std::set<std::string> seen;
     while (!query.empty()) {
         auto amp = query.find('&');
@@ -165,6 +144,41 @@ UrlParts split_url(std::string_view url, std::string_view scheme) {
         if (!seen.insert(key).second) throw ConfigError("query parameter '" + key + "'", "given twice");
         parts.query.emplace_back(std::move(key), std::move(value));
     }
+}
+
+}  // namespace
+
+UrlParts split_url(std::string_view url, std::string_view scheme) {
+    UrlParts parts;
+    const std::string prefix = std::string(scheme) + "://";
+    if (url.empty()) throw ConfigError("url", "empty URL");
+    auto sep = url.find("://");
+    if (sep == std::string_view::npos) {
+        throw ConfigError("scheme", "missing '" + prefix + "' in '" + std::string(url) + "'");
+    }
+    if (url.substr(0, sep) != scheme) {
+        throw ConfigError("scheme", "expected '" + std::string(scheme) + "', got '" + std::string(url.substr(0, sep)) + "'");
+    }
+    std::string_view rest = url.substr(sep + 3);
+    // A '#' ends the URL wherever it is, also inside the query, so look for it before splitting.
+    if (rest.find('#') != std::string_view::npos) throw ConfigError("url", "fragments ('#') are not allowed");
+
+    // Split off the query first so that '/' or '@' inside it is not misread.
+    std::string_view query;
+    if (auto q = rest.find('?'); q != std::string_view::npos) {
+        query = rest.substr(q + 1);
+        rest = rest.substr(0, q);
+        if (query.empty()) throw ConfigError("query", "'?' with no parameters");
+    }
+
+    std::string_view authority = rest;
+    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+        authority = rest.substr(0, slash);
+        parts.path = std::string(rest.substr(slash + 1));
+        parts.has_path = true;
+    }
+    parse_host_port(take_userinfo(authority, parts), parts);
+    parse_query(query, parts);
     return parts;
 }
 
