@@ -7,11 +7,12 @@
 # locks/src, the internals every backend shares (hold table, renewal scheduling, loss reporting).
 # Every part's objects go into the one archive lockstep::lockstep.
 
-# lockstep_part(<part> <dir> [DEPENDS <part>...] [LINK <public lib>...] [LINK_PRIVATE <lib>...])
+# lockstep_part(<part> <dir> [NO_UNITY] [DEPENDS <part>...] [LINK <public lib>...] [LINK_PRIVATE <lib>...])
+#   NO_UNITY: compiled source by source even with LOCKSTEP_UNITY_BUILD (file-local names collide).
 #   Skipped when <dir>'s layer is not in LOCKSTEP_LAYERS, or when <dir> is locks/<backend> and
 #   <backend> is not in LOCKSTEP_LOCK_BACKENDS.
 function(lockstep_part part dir)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "DEPENDS;LINK;LINK_PRIVATE")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "NO_UNITY" "" "DEPENDS;LINK;LINK_PRIVATE")
   string(REGEX REPLACE "/.*" "" layer "${dir}")
   if(NOT layer IN_LIST LOCKSTEP_LAYERS)
     return()
@@ -50,7 +51,7 @@ function(lockstep_part part dir)
     # Coverage instrumentation, so the fuzzers are guided by the decoders' branches.
     target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
   endif()
-  if(LOCKSTEP_UNITY_BUILD)
+  if(LOCKSTEP_UNITY_BUILD AND NOT arg_NO_UNITY)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${LOCKSTEP_UNITY_BATCH_SIZE})
   endif()
   target_sources(lockstep PRIVATE $<TARGET_OBJECTS:${target}>)

@@ -11,6 +11,7 @@
 #include "redis_cluster_router.h"
 #include "redis_sentinel_router.h"
 #include "redis_options_check.h"
+#include "router_retry.h"
 
 namespace lockstep {
 
@@ -46,10 +47,6 @@ RedisReply checked(RedisReply reply, std::string_view command_name) {
     return reply;
 }
 
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
-
 // EVALSHA on one connection; NOSCRIPT means the script did not run (SCRIPT FLUSH, a restarted or
 // new server, a cluster node that never saw it), so loading it there and running it once more
 // cannot apply it twice. In a cluster this runs on the master of the script's first key, so each
@@ -58,7 +55,7 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 template <class Args>
 RedisReply evalsha_on(RedisConnection& conn, const RedisScript& script, const Args& evalsha) {
     RedisReply reply = conn.command(evalsha);
-    if (reply.is_error() && starts_with(reply.error_message(), "NOSCRIPT")) {
+    if (detail::is_error_reply(reply, "NOSCRIPT")) {
         const RedisReply loaded = checked(conn.command({"SCRIPT", "LOAD", script.source()}), "SCRIPT LOAD");
         if (loaded.type() != RedisReply::Type::String || loaded.str() != script.sha1()) {
             throw ProtocolError("SCRIPT LOAD answered a " + std::string(loaded.type_name()) +

@@ -8,13 +8,12 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "node_address.h"
+#include "router_retry.h"
 
 namespace lockstep::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
 // "MOVED 3999 127.0.0.1:6381" -> "127.0.0.1:6381".
 std::string redirect_target(const std::string& message) {
@@ -22,12 +21,11 @@ std::string redirect_target(const std::string& message) {
     return space == std::string::npos ? std::string{} : message.substr(space + 1);
 }
 
-bool is_moved(const RedisReply& r) { return r.is_error() && starts_with(r.error_message(), "MOVED "); }
-bool is_ask(const RedisReply& r) { return r.is_error() && starts_with(r.error_message(), "ASK "); }
+bool is_moved(const RedisReply& r) { return is_error_reply(r, "MOVED "); }
+bool is_ask(const RedisReply& r) { return is_error_reply(r, "ASK "); }
 // The command did not run and will succeed once the cluster has settled.
 bool is_transient(const RedisReply& r) {
-    return r.is_error() && (starts_with(r.error_message(), "TRYAGAIN") || starts_with(r.error_message(), "CLUSTERDOWN") ||
-                            starts_with(r.error_message(), "MASTERDOWN"));
+    return is_error_reply(r, "TRYAGAIN") || is_error_reply(r, "CLUSTERDOWN") || is_error_reply(r, "MASTERDOWN");
 }
 bool is_redirection(const RedisReply& r) { return is_moved(r) || is_ask(r) || is_transient(r); }
 
@@ -45,10 +43,6 @@ RedisOptions node_options(const RedisOptions& cluster, const std::string& host, 
 
 // Backoff between retries while a failover runs: short first (a MOVED race settles at once),
 // capped so a 3 s failover wait costs a few dozen probes, not thousands.
-void back_off(int attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10 << std::min(attempt, 4), 100)));
-}
-
 // How often the watch thread asks for the map while a master-change listener is registered: a
 // failover is reported at most this long after the cluster finished it (one CLUSTER SLOTS a
 // second per client with a lock client on it).
@@ -263,7 +257,7 @@ RedisReply RedisClusterRouter::run(std::optional<int> slot, const std::function<
         if (pool == nullptr) {
             // No master serves the slot in our map: refresh and wait for the cluster to settle.
             if (Clock::now() > deadline) unavailable("no master serves slot " + (slot ? std::to_string(*slot) : "(any)"));
-            back_off(attempt);
+            back_off_before_retry(attempt);
             stale_.store(true);
             continue;
         }
@@ -274,7 +268,7 @@ RedisReply RedisClusterRouter::run(std::optional<int> slot, const std::function<
             // Not connected: the command was never sent. The master may be dead and its replica
             // about to be promoted; the next map says so.
             if (Clock::now() > deadline) unavailable(e.what());
-            back_off(attempt);
+            back_off_before_retry(attempt);
             stale_.store(true);
             ask_target.clear();
             continue;
@@ -313,7 +307,7 @@ RedisReply RedisClusterRouter::run(std::optional<int> slot, const std::function<
         }
         if (is_transient(reply)) {
             if (Clock::now() > deadline) unavailable(reply.error_message());
-            back_off(attempt);
+            back_off_before_retry(attempt);
             stale_.store(true);
             continue;
         }
@@ -395,7 +389,7 @@ PooledRedisConnection RedisClusterRouter::connection(std::optional<int> slot) {
             unavailable("no master serves the slot");
         }
         stale_.store(true);
-        back_off(attempt);
+        back_off_before_retry(attempt);
     }
 }
 

@@ -7,17 +7,16 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "node_address.h"
+#include "router_retry.h"
 
 namespace lockstep::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
-
 // The master no longer accepts writes (demoted) or is cut off: the command did not run.
 bool is_demoted(const RedisReply& r) {
-    return r.is_error() && (starts_with(r.error_message(), "READONLY") || starts_with(r.error_message(), "MASTERDOWN"));
+    return is_error_reply(r, "READONLY") || is_error_reply(r, "MASTERDOWN");
 }
 
 RedisOptions endpoint_options(const RedisOptions& base, const std::string& host, int port) {
@@ -39,10 +38,6 @@ RedisOptions sentinel_options(const RedisOptions& base, const RedisEndpoint& sen
     o.password.clear();
     o.db = 0;
     return o;
-}
-
-void back_off(int attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10 << std::min(attempt, 4), 100)));
 }
 
 }  // namespace
@@ -193,7 +188,7 @@ RedisReply RedisSentinelRouter::run(const std::function<RedisReply(RedisConnecti
         } catch (const ConnectionError& e) {
             if (Clock::now() > deadline) unavailable(e.what());
             stale_.store(true);
-            back_off(attempt);
+            back_off_before_retry(attempt);
             continue;
         }
         RedisReply reply;
@@ -206,7 +201,7 @@ RedisReply RedisSentinelRouter::run(const std::function<RedisReply(RedisConnecti
         if (is_demoted(reply)) {
             if (Clock::now() > deadline) unavailable(reply.error_message());
             stale_.store(true);
-            back_off(attempt);
+            back_off_before_retry(attempt);
             continue;
         }
         return reply;
@@ -236,7 +231,7 @@ PooledRedisConnection RedisSentinelRouter::connection() {
             if (Clock::now() > deadline) unavailable(e.what());
         }
         stale_.store(true);
-        back_off(attempt);
+        back_off_before_retry(attempt);
     }
 }
 
