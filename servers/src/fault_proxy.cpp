@@ -68,7 +68,9 @@ struct ModeChange {
     }
 };
 
-std::string errno_text(int error) { return std::strerror(error); }
+std::string errno_text(int error) {
+    return std::strerror(error);
+}
 
 // Closes `fd` so that the peer gets an RST instead of a FIN.
 void close_with_reset(int fd) {
@@ -96,7 +98,7 @@ struct Chunk {
 // One direction of one connection: reads `in`, writes `out`.
 struct Pipe {
     std::deque<Chunk> queue;
-    std::size_t queued = 0;     // bytes in `queue` not yet sent
+    std::size_t queued = 0;      // bytes in `queue` not yet sent
     Clock::time_point last_due;  // no chunk leaves before the one read before it (order under jitter)
     bool eof = false;            // `in` reached its end (or failed): nothing more to read
     Clock::time_point eof_due;   // when the end may be forwarded (after the last chunk)
@@ -109,8 +111,8 @@ struct Connection {
     int server = -1;
     bool connecting = true;  // the upstream connect is in progress
     Clock::time_point connect_deadline;
-    Pipe up;    // client -> server
-    Pipe down;  // server -> client
+    Pipe up;              // client -> server
+    Pipe down;            // server -> client
     bool broken = false;  // to be closed at the end of this turn
 };
 
@@ -165,7 +167,8 @@ struct FaultProxy::Impl {
         }
         if (!thread_failure.empty()) throw ConnectionError(stopped + thread_failure);
         if (applied_generation < generation) {
-            throw TimeoutError("fault proxy on port " + std::to_string(port) + ": a mode change was not applied in " +
+            throw TimeoutError("fault proxy on port " + std::to_string(port) +
+                               ": a mode change was not applied in " +
                                std::to_string(options.apply_timeout.count()) + " ms");
         }
         // A later setter's generation may have been applied already; its error is its own.
@@ -220,8 +223,10 @@ struct FaultProxy::Impl {
         }
         // Entering blackhole drops what a direction holds: nothing more leaves it.
         for (auto& c : connections) {
-            if (mode.to_server.flow == Flow::Blackhole && previous.to_server.flow != Flow::Blackhole) drop(c->up);
-            if (mode.to_client.flow == Flow::Blackhole && previous.to_client.flow != Flow::Blackhole) drop(c->down);
+            if (mode.to_server.flow == Flow::Blackhole && previous.to_server.flow != Flow::Blackhole)
+                drop(c->up);
+            if (mode.to_client.flow == Flow::Blackhole && previous.to_client.flow != Flow::Blackhole)
+                drop(c->down);
         }
         return error;
     }
@@ -263,10 +268,11 @@ struct FaultProxy::Impl {
         return m.flow == Flow::Blackhole || p.queued < options.buffer_bytes;
     }
 
-    void read_into(Connection& c, Pipe& p, const DirectionMode& m, int in, Clock::time_point now) {
+    void read_into(Pipe& p, const DirectionMode& m, int in, Clock::time_point now) {
         char buffer[64 * 1024];
-        const std::size_t room =
-            m.flow == Flow::Blackhole ? sizeof buffer : std::min(sizeof buffer, options.buffer_bytes - p.queued);
+        const std::size_t room = m.flow == Flow::Blackhole
+                                     ? sizeof buffer
+                                     : std::min(sizeof buffer, options.buffer_bytes - p.queued);
         const ssize_t n = ::recv(in, buffer, room, 0);
         if (n > 0) {
             if (m.flow == Flow::Blackhole) {
@@ -280,7 +286,6 @@ struct FaultProxy::Impl {
             p.eof = true;
             p.eof_due = due_time(m, p, now);
         }
-        (void)c;
     }
 
     // Writes what is due; forwards the end once everything before it left.
@@ -437,8 +442,10 @@ void FaultProxy::Impl::loop() {
             if (wants_read(*c, c->down, mode.to_client, false)) server_events |= POLLIN;
             if (c->up.blocked) server_events |= POLLOUT;
             if (c->down.blocked) client_events |= POLLOUT;
-            next_timer(c->up, mode.to_server, next_due);
-            next_timer(c->down, mode.to_client, next_due);
+            if (!c->connecting) {  // nothing leaves before the upstream connect completes
+                next_timer(c->up, mode.to_server, next_due);
+                next_timer(c->down, mode.to_client, next_due);
+            }
             // A socket nobody reads or writes is left out: poll would report its hang-up at once,
             // again and again.
             fds.push_back({client_events ? c->client : -1, client_events, 0});
@@ -471,15 +478,19 @@ void FaultProxy::Impl::loop() {
             auto [c, client_side] = owners[i - 2];
             if (c->broken) continue;
             if (client_side) {
-                if (revents & POLLOUT || ((revents & (POLLERR | POLLHUP)) && c->down.blocked)) c->down.blocked = false;
-                if ((fds[i].events & POLLIN) && (revents & (POLLIN | POLLHUP | POLLERR))) read_into(*c, c->up, mode.to_server, c->client, now);
+                if (revents & POLLOUT || ((revents & (POLLERR | POLLHUP)) && c->down.blocked))
+                    c->down.blocked = false;
+                if ((fds[i].events & POLLIN) && (revents & (POLLIN | POLLHUP | POLLERR)))
+                    read_into(c->up, mode.to_server, c->client, now);
             } else {
                 if (c->connecting) {
                     finish_connect(*c);
                     if (c->broken) continue;
                 }
-                if (revents & POLLOUT || ((revents & (POLLERR | POLLHUP)) && c->up.blocked)) c->up.blocked = false;
-                if ((fds[i].events & POLLIN) && (revents & (POLLIN | POLLHUP | POLLERR))) read_into(*c, c->down, mode.to_client, c->server, now);
+                if (revents & POLLOUT || ((revents & (POLLERR | POLLHUP)) && c->up.blocked))
+                    c->up.blocked = false;
+                if ((fds[i].events & POLLIN) && (revents & (POLLIN | POLLHUP | POLLERR)))
+                    read_into(c->down, mode.to_client, c->server, now);
             }
         }
 
@@ -506,13 +517,15 @@ FaultProxy::FaultProxy(std::string upstream_host, int upstream_port, FaultProxyO
     Impl& s = *impl_;
     in_addr address{};
     if (!loopback_address(upstream_host, address)) {
-        throw ConfigError("FaultProxy upstream host",
-                          "only IPv4 loopback upstreams (127.0.0.0/8, localhost) are proxied: " + upstream_host);
+        throw ConfigError(
+            "FaultProxy upstream host",
+            "only IPv4 loopback upstreams (127.0.0.0/8, localhost) are proxied: " + upstream_host);
     }
     if (upstream_port < 1 || upstream_port > 65535) {
         throw ConfigError("FaultProxy upstream port", "not in 1..65535: " + std::to_string(upstream_port));
     }
-    if (options.max_connections == 0) throw ConfigError("FaultProxyOptions.max_connections", "must be at least 1");
+    if (options.max_connections == 0)
+        throw ConfigError("FaultProxyOptions.max_connections", "must be at least 1");
     if (options.buffer_bytes == 0) throw ConfigError("FaultProxyOptions.buffer_bytes", "must be at least 1");
     s.options = options;
     s.upstream_host = std::move(upstream_host);
@@ -541,19 +554,32 @@ FaultProxy::~FaultProxy() {
     close_fd(impl_->wake_fd);
 }
 
-std::string FaultProxy::host() const { return "127.0.0.1"; }
-int FaultProxy::port() const noexcept { return impl_->port; }
-std::string FaultProxy::address() const { return host() + ":" + std::to_string(port()); }
-const std::string& FaultProxy::upstream_host() const noexcept { return impl_->upstream_host; }
-int FaultProxy::upstream_port() const noexcept { return impl_->upstream_port; }
+std::string FaultProxy::host() const {
+    return "127.0.0.1";
+}
+int FaultProxy::port() const noexcept {
+    return impl_->port;
+}
+std::string FaultProxy::address() const {
+    return host() + ":" + std::to_string(port());
+}
+const std::string& FaultProxy::upstream_host() const noexcept {
+    return impl_->upstream_host;
+}
+int FaultProxy::upstream_port() const noexcept {
+    return impl_->upstream_port;
+}
 std::string FaultProxy::upstream_address() const {
     return impl_->upstream_host + ":" + std::to_string(impl_->upstream_port);
 }
 
-void FaultProxy::pass(FaultDirection direction) { impl_->request(ModeChange::of(direction, DirectionMode{})); }
+void FaultProxy::pass(FaultDirection direction) {
+    impl_->request(ModeChange::of(direction, DirectionMode{}));
+}
 
 void FaultProxy::latency(milliseconds fixed, milliseconds jitter, FaultDirection direction) {
-    if (fixed.count() < 0 || jitter.count() < 0) throw ConfigError("FaultProxy latency", "must not be negative");
+    if (fixed.count() < 0 || jitter.count() < 0)
+        throw ConfigError("FaultProxy latency", "must not be negative");
     impl_->request(ModeChange::of(direction, DirectionMode{Flow::Latency, fixed, jitter}));
 }
 
@@ -561,11 +587,17 @@ void FaultProxy::blackhole(FaultDirection direction) {
     impl_->request(ModeChange::of(direction, DirectionMode{Flow::Blackhole}));
 }
 
-void FaultProxy::stall(FaultDirection direction) { impl_->request(ModeChange::of(direction, DirectionMode{Flow::Stall})); }
+void FaultProxy::stall(FaultDirection direction) {
+    impl_->request(ModeChange::of(direction, DirectionMode{Flow::Stall}));
+}
 
-void FaultProxy::reset() { impl_->request(ModeChange::of(Admission::Reset)); }
+void FaultProxy::reset() {
+    impl_->request(ModeChange::of(Admission::Reset));
+}
 
-void FaultProxy::refuse() { impl_->request(ModeChange::of(Admission::Refuse)); }
+void FaultProxy::refuse() {
+    impl_->request(ModeChange::of(Admission::Refuse));
+}
 
 FaultProxyStats FaultProxy::stats() const {
     const Impl& s = *impl_;

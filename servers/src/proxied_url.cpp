@@ -41,7 +41,8 @@ UrlEndpoint parse_endpoint(std::string_view text, std::string_view scheme) {
     std::string_view port_text;
     if (!text.empty() && text.front() == '[') {  // [IPv6]:port
         const std::size_t close = text.find(']');
-        if (close == std::string_view::npos) throw ConfigError("host", "unclosed '[' in " + std::string(text));
+        if (close == std::string_view::npos)
+            throw ConfigError("host", "unclosed '[' in " + std::string(text));
         e.host = std::string(text.substr(1, close - 1));
         if (close + 1 < text.size() && text[close + 1] == ':') port_text = text.substr(close + 2);
     } else {
@@ -60,7 +61,9 @@ UrlEndpoint parse_endpoint(std::string_view text, std::string_view scheme) {
     return e;
 }
 
-std::string canonical_host(const std::string& host) { return host == "localhost" ? "127.0.0.1" : host; }
+std::string canonical_host(const std::string& host) {
+    return host == "localhost" ? "127.0.0.1" : host;
+}
 
 std::string proxied_url_of_schemes(const std::string& url, const FaultProxy& proxy,
                                    std::initializer_list<std::string_view> schemes, const char* family) {
@@ -68,7 +71,8 @@ std::string proxied_url_of_schemes(const std::string& url, const FaultProxy& pro
     for (std::string_view s : schemes) {
         if (scheme == s) return proxied_url(url, proxy);
     }
-    throw ConfigError("scheme", "not a " + std::string(family) + " URL scheme: '" + std::string(scheme) + "'");
+    throw ConfigError("scheme",
+                      "not a " + std::string(family) + " URL scheme: '" + std::string(scheme) + "'");
 }
 
 }  // namespace

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -105,7 +105,9 @@ std::string with_query_param(const std::string& url, const std::string& key, con
     return out;
 }
 
-std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; }
+std::string ms_text(std::chrono::milliseconds d) {
+    return std::to_string(d.count()) + "ms";
+}
 
 // The holder's deadline on one network call: what its unlock, say, may take at most.
 std::chrono::milliseconds network_timeout(const std::string& backend) {
@@ -201,7 +203,8 @@ std::string backend_test_name(const ::testing::TestParamInfo<std::string>& info)
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, NetworkFaults,
-                         ::testing::Values("redis", "redis-fair", "mysql", "zookeeper", "redlock"), backend_test_name);
+                         ::testing::Values("redis", "redis-fair", "mysql", "zookeeper", "redlock"),
+                         backend_test_name);
 
 // RACES L11. The holder is partitioned (its packets dropped, its connections open) past its lease;
 // the rival, which reaches the server, acquires once the server gives the lock away. The holder
@@ -213,7 +216,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, NetworkFaults,
 // Then the holder's late fenced write is refused.
 TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
     MysqlPool pool(servers().mysql_options());
-    pool.execute("CREATE TABLE IF NOT EXISTS nf_fenced (id BIGINT PRIMARY KEY, v BIGINT, fence BIGINT NOT NULL DEFAULT 0)");
+    pool.execute(
+        "CREATE TABLE IF NOT EXISTS nf_fenced (id BIGINT PRIMARY KEY, v BIGINT, fence BIGINT NOT NULL "
+        "DEFAULT 0)");
     pool.execute("REPLACE INTO nf_fenced (id, v, fence) VALUES (1, 0, 0)");
     auto held = holder_.service->make_mutex("partition", lease_options());
     auto rival = rival_->make_mutex("partition", lease_options());
@@ -224,7 +229,7 @@ TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
     std::promise<void> healed;
     struct Observed {
         std::optional<Clock::time_point> last_believed;  // the last poll before lost() said false
-        std::optional<Clock::time_point> first_lost;      // just after lost() first said true
+        std::optional<Clock::time_point> first_lost;     // just after lost() first said true
         std::string late_write = "not tried";
         std::string unlock = "not tried";
     } seen;
@@ -244,7 +249,8 @@ TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
         }
         rival_wrote.get_future().wait();
         try {
-            fenced_update(pool, 1, held->fence_token(), {.assignments = "v = ?", .params = {1}, .table = "nf_fenced"});
+            fenced_update(pool, 1, held->fence_token(),
+                          {.assignments = "v = ?", .params = {1}, .table = "nf_fenced"});
             seen.late_write = "applied";
         } catch (const ConflictError&) {
             seen.late_write = "refused";
@@ -275,7 +281,8 @@ TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
     const auto rival_acquired = Clock::now();
     if (acquired) {
         EXPECT_GT(rival->fence_token(), old_token);
-        EXPECT_TRUE(fenced_update(pool, 1, rival->fence_token(), {.assignments = "v = ?", .params = {2}, .table = "nf_fenced"}));
+        EXPECT_TRUE(fenced_update(pool, 1, rival->fence_token(),
+                                  {.assignments = "v = ?", .params = {2}, .table = "nf_fenced"}));
     }
     rival_wrote.set_value();
     // The network heals before the holder unlocks: its release reaches the server, which holds
@@ -291,8 +298,8 @@ TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
         << "the holder still believed it held the lock " << ms_between(rival_acquired, *seen.last_believed)
         << " ms after the rival acquired it";
     std::cout << "[ measure ] " << GetParam() << ": partitioned holder's lost() true after "
-              << ms_between(cut, *seen.first_lost) << " ms, rival acquired after " << ms_between(cut, rival_acquired)
-              << " ms (lease " << kLease.count() << " ms)\n";
+              << ms_between(cut, *seen.first_lost) << " ms, rival acquired after "
+              << ms_between(cut, rival_acquired) << " ms (lease " << kLease.count() << " ms)\n";
     EXPECT_EQ(seen.late_write, "refused");
     EXPECT_EQ(pool.query_one("SELECT v FROM nf_fenced WHERE id = 1")->get<std::int64_t>("v"), 2);
     EXPECT_EQ(seen.unlock, "lost");
@@ -301,8 +308,9 @@ TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
 }
 
 // An unlock whose release is dropped by the network returns within the holder's network
-// deadline with the failure reported (ConnectionError, or LockLostError), forgets the hold, and leaves the lock to expire; the rival
-// that takes it then keeps it, whatever the holder's service does once the network heals.
+// deadline with the failure reported (ConnectionError, or LockLostError), forgets the hold, and leaves the
+// lock to expire; the rival that takes it then keeps it, whatever the holder's service does once the network
+// heals.
 TEST_P(NetworkFaults, BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterHoldAlone) {
     auto held = holder_.service->make_mutex("unlock", lease_options());
     auto rival = rival_->make_mutex("unlock", lease_options());
@@ -321,7 +329,8 @@ TEST_P(NetworkFaults, BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterH
         outcome = e.what();
     }
     const long long unlock_ms = ms_between(cut, Clock::now());
-    EXPECT_EQ(outcome, "reported") << "an unlock whose release was dropped claimed success or threw another error";
+    EXPECT_EQ(outcome, "reported")
+        << "an unlock whose release was dropped claimed success or threw another error";
     EXPECT_LT(unlock_ms, network_timeout(GetParam()).count() + 1500);
     EXPECT_EQ(held->hold_count(), 0) << "a failed release still forgets the hold";
 
@@ -426,7 +435,8 @@ TEST_P(NetworkFaults, ResetDuringAcquireLeavesNoGhostHold) {
     ASSERT_TRUE(rival->try_lock_for(kLease + 10s));
     const long long free_ms = ms_between(reset_at, Clock::now());
     EXPECT_LE(free_ms, kLease.count() + 500) << "the server kept the holder's hold past its lease";
-    std::cout << "[ measure ] redis: reset during acquire; the rival acquired " << free_ms << " ms after the reset\n";
+    std::cout << "[ measure ] redis: reset during acquire; the rival acquired " << free_ms
+              << " ms after the reset\n";
     holder_.pass();
     std::this_thread::sleep_for(kLease);  // a renewal of the ghost, if any, would land meanwhile
     EXPECT_FALSE(rival->lost());

@@ -149,8 +149,8 @@ TEST_F(FaultProxyTest, LatencyDelaysEachRoundTripByAtLeastTheFixedDelay) {
     EXPECT_EQ(ping(redis), "PONG");
     const long long passed = ms_since(t0);
     EXPECT_LT(passed, 150);
-    std::cout << "[ measure ] PING through the proxy: " << both << " ms with 150 ms each way, " << replies_only
-              << " ms with 150 ms on replies, " << passed << " ms in pass\n";
+    std::cout << "[ measure ] PING through the proxy: " << both << " ms with 150 ms each way, "
+              << replies_only << " ms with 150 ms on replies, " << passed << " ms in pass\n";
 }
 
 TEST_F(FaultProxyTest, JitterDelaysChunksButKeepsTheirOrder) {
@@ -161,7 +161,8 @@ TEST_F(FaultProxyTest, JitterDelaysChunksButKeepsTheirOrder) {
     std::vector<std::vector<std::string>> sets, gets;
     for (int i = 0; i < 100; ++i) {
         const std::string key = "fp:jitter:" + std::to_string(i);
-        sets.push_back({"SET", key, std::string(20'000, static_cast<char>('a' + i % 26)) + std::to_string(i)});
+        sets.push_back(
+            {"SET", key, std::string(20'000, static_cast<char>('a' + i % 26)) + std::to_string(i)});
         gets.push_back({"GET", key});
     }
     for (const auto& r : redis.pipeline(sets)) EXPECT_EQ(r.str(), "OK");
@@ -189,8 +190,8 @@ TEST_F(FaultProxyTest, BlackholeKeepsConnectionsOpenAndTheClientTimesOutTyped) {
         const long long waited = ms_since(t0);
         EXPECT_GE(waited, 250) << e.what();  // it waited for its socket timeout, not less
         EXPECT_LT(waited, 300 + 1500) << e.what();
-        std::cout << "[ measure ] PING into a blackhole failed after " << waited << " ms (socket_timeout 300 ms): "
-                  << e.what() << "\n";
+        std::cout << "[ measure ] PING into a blackhole failed after " << waited
+                  << " ms (socket_timeout 300 ms): " << e.what() << "\n";
     }
 
     // The raw connection stays open: nothing arrives, no end, no reset.
@@ -228,8 +229,8 @@ TEST_F(FaultProxyTest, StallStopsReadingSoTheSendersWritesBlockUntilItPasses) {
 
     // A 32 MB SET written by a non-blocking socket: it stops far short of the end.
     const std::size_t size = 32u << 20;
-    const std::string command =
-        "*3\r\n$3\r\nSET\r\n$8\r\nfp:stall\r\n$" + std::to_string(size) + "\r\n" + std::string(size, 'x') + "\r\n";
+    const std::string command = "*3\r\n$3\r\nSET\r\n$8\r\nfp:stall\r\n$" + std::to_string(size) + "\r\n" +
+                                std::string(size, 'x') + "\r\n";
     RawSocket raw(proxy_->port());
     ASSERT_EQ(raw.connect_errno(), 0);
     ::fcntl(raw.fd(), F_SETFL, ::fcntl(raw.fd(), F_GETFL, 0) | O_NONBLOCK);
@@ -403,7 +404,8 @@ TEST(ProxiedUrl, RewritesOnlyTheProxysUpstreamAndKeepsEverythingElse) {
     EXPECT_EQ(proxied_redis_url("redis://:s%40cret@127.0.0.1:6380/2?socket_timeout=300ms", proxy),
               "redis://:s%40cret@" + p + "/2?socket_timeout=300ms");
     EXPECT_EQ(proxied_redis_url("redis-fair://localhost:6380", proxy), "redis-fair://" + p);
-    EXPECT_EQ(proxied_url("zookeeper://127.0.0.1:2181,127.0.0.1:6380,127.0.0.1:2183?session_timeout_ms=1500", proxy),
+    EXPECT_EQ(proxied_url("zookeeper://127.0.0.1:2181,127.0.0.1:6380,127.0.0.1:2183?session_timeout_ms=1500",
+                          proxy),
               "zookeeper://127.0.0.1:2181," + p + ",127.0.0.1:2183?session_timeout_ms=1500");
     EXPECT_EQ(proxied_zookeeper_url("zookeeper://127.0.0.1:6380", proxy), "zookeeper://" + p);
 
@@ -411,12 +413,13 @@ TEST(ProxiedUrl, RewritesOnlyTheProxysUpstreamAndKeepsEverythingElse) {
     EXPECT_EQ(proxied_mysql_url("mysql://app:pw@127.0.0.1/shop?read_timeout=2s", mysql_proxy),
               "mysql://app:pw@" + mysql_proxy.address() + "/shop?read_timeout=2s");  // default port
 
-    EXPECT_THROW(proxied_redis_url("redis://127.0.0.1:6381", proxy), ConfigError);        // another server
+    EXPECT_THROW(proxied_redis_url("redis://127.0.0.1:6381", proxy), ConfigError);          // another server
     EXPECT_THROW(proxied_redis_url("redis+cluster://127.0.0.1:6380", proxy), ConfigError);  // redirects
     EXPECT_THROW(proxied_mysql_url("redis://127.0.0.1:6380", proxy), ConfigError);
     EXPECT_THROW(proxied_url("memory:", proxy), ConfigError);
 
-    const auto endpoints = url_endpoints("redlock://:pw@127.0.0.1:7001,localhost:7002,127.0.0.3?socket_timeout=1s");
+    const auto endpoints =
+        url_endpoints("redlock://:pw@127.0.0.1:7001,localhost:7002,127.0.0.3?socket_timeout=1s");
     ASSERT_EQ(endpoints.size(), 3u);
     EXPECT_EQ(endpoints[0].host, "127.0.0.1");
     EXPECT_EQ(endpoints[0].port, 7001);

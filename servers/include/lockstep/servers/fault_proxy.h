@@ -25,6 +25,8 @@
 //   reset      RST every connection (SO_LINGER 0, close) on both sides, and every new one at once.
 //   refuse     close the listening socket: connects get ECONNREFUSED; existing connections keep
 //              their direction modes. Any other mode listens again on the same port.
+// A write the receiver refuses (it closed or reset its side) ends the whole connection, and what
+// the proxy still held for either side is dropped.
 // pass, latency, blackhole and stall can be set for one direction (client to server, server to
 // client) only; reset and refuse are about connections. The last setter called wins: any
 // directional setter ends reset and refuse.
@@ -99,7 +101,8 @@ public:
     // A setter that ends refuse listens on the same port again: ConnectionError if another socket
     // took the port meanwhile (the proxy then goes on refusing).
     void pass(FaultDirection direction = FaultDirection::Both);
-    void latency(std::chrono::milliseconds fixed, std::chrono::milliseconds jitter = std::chrono::milliseconds(0),
+    void latency(std::chrono::milliseconds fixed,
+                 std::chrono::milliseconds jitter = std::chrono::milliseconds(0),
                  FaultDirection direction = FaultDirection::Both);
     void blackhole(FaultDirection direction = FaultDirection::Both);
     void stall(FaultDirection direction = FaultDirection::Both);

@@ -8,8 +8,8 @@
 //   proxied_redis_url("redis://:pw@127.0.0.1:6379/0?socket_timeout=300ms", proxy)
 //       == "redis://:pw@127.0.0.1:<proxy port>/0?socket_timeout=300ms"
 //
-//   for (const auto& e : url_endpoints(zk_url)) proxies.push_back(std::make_unique<FaultProxy>(e.host, e.port));
-//   for (const auto& p : proxies) zk_url = proxied_url(zk_url, *p);
+//   for (const auto& e : url_endpoints(zk_url)) proxies.push_back(std::make_unique<FaultProxy>(e.host,
+//   e.port)); for (const auto& p : proxies) zk_url = proxied_url(zk_url, *p);
 //
 // Thread safety: plain functions.
 #pragma once
