@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -352,6 +353,39 @@ TEST_F(FaultProxyTest, AtMostMaxConnectionsAreOpenTheRestWaitInTheBacklog) {
     first.reset();  // one closes: the third is accepted and answered
     EXPECT_EQ(third.receive(5s), "+PONG\r\n");
     EXPECT_EQ(proxy.stats().connections_accepted, 3u);
+}
+
+double process_cpu_ms() {
+    timespec t{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) * 1000.0 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+TEST_F(FaultProxyTest, AnIdleProxyWithConnectionsInEveryStateSleeps) {
+    // Connections in the states where a careless poll loop spins: a client that closed into a
+    // blackhole (its end is held), a stalled direction with bytes waiting, a half-closed one.
+    RawSocket closed_in_blackhole(proxy_->port());
+    RawSocket stalled(proxy_->port());
+    RawSocket half_closed(proxy_->port());
+    for (const RawSocket* s : {&closed_in_blackhole, &stalled, &half_closed}) {
+        s->send_all("PING\r\n");
+        ASSERT_EQ(s->receive(5s), "+PONG\r\n");
+    }
+    proxy_->blackhole(FaultDirection::ServerToClient);
+    ::shutdown(half_closed.fd(), SHUT_WR);  // the server's answering end is held in the blackhole
+    proxy_->stall(FaultDirection::ClientToServer);
+    stalled.send_all("PING\r\n");
+    ::shutdown(closed_in_blackhole.fd(), SHUT_RDWR);
+    proxy_->blackhole();
+    // The stalled PING is read now and due in 10 s; the ends read in the blackhole stay held.
+    proxy_->latency(10s, 0ms, FaultDirection::ClientToServer);
+
+    const double cpu_before = process_cpu_ms();
+    std::this_thread::sleep_for(1s);  // the window in which nothing may run
+    const double cpu_ms = process_cpu_ms() - cpu_before;
+    EXPECT_LT(cpu_ms, 100.0) << "the proxy's thread ran " << cpu_ms << " ms of CPU in 1 s while idle";
+    std::cout << "[ measure ] an idle proxy with 3 connections used " << cpu_ms << " ms of CPU in 1 s\n";
+    EXPECT_EQ(proxy_->stats().connections_open, 3u);
 }
 
 std::size_t open_fds() {
