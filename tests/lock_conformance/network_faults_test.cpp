@@ -1,0 +1,447 @@
+// Network faults between a lock holder and its lock server (RACES L11): the holder's lock service
+// reaches the server through a FaultProxy (one per server endpoint), the rival's service reaches
+// it directly, and the proxy drops, delays or resets the holder's traffic while its connections
+// stay open. The same bodies run for every backend that crosses processes.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends.h"
+#include "eventually.h"
+#include "lockstep/cache/redis_client.h"
+#include "lockstep/core/error.h"
+#include "lockstep/db/fenced_write.h"
+#include "lockstep/db/mysql_pool.h"
+#include "lockstep/locks/lock_keys.h"
+#include "lockstep/servers/fault_proxy.h"
+#include "lockstep/servers/proxied_url.h"
+#include "test_servers.h"
+
+namespace lockstep::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Cases a backend fails today because its holder does not act on its own clock (RACES L11: lost()
+// must turn true at send time + lease − drift whatever the network does, and a call into a
+// partition must end by the holder's deadline). Each is skipped with its reason; delete its line
+// to run it. LOCKSTEP_RUN_NOT_YET_ON_TIME=1 runs them all without editing.
+struct NotYetOnTime {
+    const char* test;
+    const char* backend;
+    const char* reason;
+};
+constexpr NotYetOnTime kNotYetOnTimeValidity[] = {
+    {"HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires", "redis-fair",
+     "RACES L11: missing on-time validity; the fair mutex's lost() stays false while its renewals hang in "
+     "the partition (true ~1.8 s after the cut with a 1.5 s lease), after the rival was granted the lock"},
+    {"HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires", "mysql",
+     "RACES L11: missing on-time validity; lost() turns true no earlier than the server ends the silent "
+     "session (wait_timeout: the lease rounded up to 2 s), so the rival acquires first (measured 1 ms "
+     "before); validity must count from the send time of the last keepalive, lease minus drift"},
+    {"HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires", "zookeeper",
+     "RACES L11: missing on-time validity; lost() turns true a session timeout after the client library "
+     "reports the disconnect (2-3 s measured with a 1.5 s session), not a session timeout after the "
+     "ensemble was last heard from, so the server expires the session and a rival acquires first"},
+    {"HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires", "redlock",
+     "RACES L11: missing on-time validity; lost() turns true when the watchdog's renewal round has failed "
+     "(~2.1 s measured with a 1.5 s lease), not at valid_until = start + lease − drift"},
+    {"BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterHoldAlone", "zookeeper",
+     "missing on-time validity: an unlock into a partition waits for the client library to hear from the "
+     "ensemble again (13 s measured with a 1.5 s session) instead of ending when the hold's validity does"},
+    {"BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterHoldAlone", "redlock",
+     "missing on-time validity: an unlock into a partition of every master returns after ~3.2 s with "
+     "300 ms per-master timeouts and a 1.5 s lease, not within one timeout"},
+};
+
+constexpr std::chrono::milliseconds kLease{1500};
+// The holder's network deadline for the Redis-based backends: shorter than the lease, as the
+// watchdog renews every lease/3.
+constexpr std::chrono::milliseconds kRedisSocketTimeout{300};
+// MySQL's read timeout in a service is longer than a lock's lease; with one shorter than the
+// lease the case would pass because the keepalive fails early, not because the hold is valid
+// by the holder's clock.
+constexpr std::chrono::milliseconds kMysqlReadTimeout{5000};
+
+std::string fresh_prefix() {
+    static std::atomic<int> n{0};
+    return "nf" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1)) + ":";
+}
+
+long long ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
+// `url` with query parameter `key` set to `value` (replaced when present).
+std::string with_query_param(const std::string& url, const std::string& key, const std::string& value) {
+    const std::size_t q = url.find('?');
+    std::string base = url.substr(0, q);
+    std::vector<std::string> params;
+    if (q != std::string::npos) {
+        std::size_t pos = q + 1;
+        while (pos <= url.size()) {
+            std::size_t amp = url.find('&', pos);
+            if (amp == std::string::npos) amp = url.size();
+            std::string p = url.substr(pos, amp - pos);
+            if (!p.empty() && p.rfind(key + "=", 0) != 0) params.push_back(p);
+            pos = amp + 1;
+        }
+    }
+    params.push_back(key + "=" + value);
+    std::string out = base + "?";
+    for (std::size_t i = 0; i < params.size(); ++i) out += (i ? "&" : "") + params[i];
+    return out;
+}
+
+std::string ms_text(std::chrono::milliseconds d) {
+    return std::to_string(d.count()) + "ms";
+}
+
+// The holder's deadline on one network call: what its unlock, say, may take at most.
+std::chrono::milliseconds network_timeout(const std::string& backend) {
+    if (backend == "mysql") return kMysqlReadTimeout;
+    if (backend == "zookeeper") return kLease;  // the session timeout of backend_url
+    return kRedisSocketTimeout;
+}
+
+// A lock service whose every server endpoint sits behind its own FaultProxy.
+struct ProxiedService {
+    std::vector<std::unique_ptr<FaultProxy>> proxies;
+    std::unique_ptr<LockService> service;
+
+    void blackhole() {
+        for (auto& p : proxies) p->blackhole();
+    }
+    void pass() {
+        for (auto& p : proxies) p->pass();
+    }
+    void reset() {
+        for (auto& p : proxies) p->reset();
+    }
+    void latency(std::chrono::milliseconds fixed, FaultDirection d) {
+        for (auto& p : proxies) p->latency(fixed, 0ms, d);
+    }
+};
+
+// `redis_timeout`: the socket and connect timeout of the Redis-based backends.
+ProxiedService open_proxied(const std::string& backend, const std::string& prefix,
+                            std::chrono::milliseconds redis_timeout = kRedisSocketTimeout) {
+    ProxiedService s;
+    std::string url = backend_url(backend);
+    for (const UrlEndpoint& e : url_endpoints(url)) {
+        s.proxies.push_back(std::make_unique<FaultProxy>(e.host, e.port));
+        url = proxied_url(url, *s.proxies.back());
+    }
+    if (backend == "redis" || backend == "redis-fair" || backend == "redlock") {
+        url = with_query_param(url, "socket_timeout", ms_text(redis_timeout));
+        url = with_query_param(url, "connect_timeout", ms_text(redis_timeout));
+    } else if (backend == "mysql") {
+        url = with_query_param(url, "read_timeout", ms_text(kMysqlReadTimeout));
+        url = with_query_param(url, "write_timeout", ms_text(kMysqlReadTimeout));
+    }
+    LockServiceOptions o;
+    o.prefix = prefix;
+    s.service = open_lock_service(url, std::move(o));
+    return s;
+}
+
+LockOptions lease_options() {
+    LockOptions o;
+    o.lease = kLease;
+    return o;
+}
+
+class NetworkFaults : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        const std::string& backend = GetParam();
+        std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+        test = test.substr(0, test.find('/'));  // "<case>/<backend>" -> "<case>"
+        const char* run_all = std::getenv("LOCKSTEP_RUN_NOT_YET_ON_TIME");
+        for (const NotYetOnTime& f : kNotYetOnTimeValidity) {
+            if (test == f.test && backend == f.backend && !(run_all && std::string(run_all) == "1")) {
+                GTEST_SKIP() << f.reason;
+            }
+        }
+        if (backend_url(backend).empty()) GTEST_SKIP() << backend << " is not available here";
+        if ((backend == "redis" || backend == "redis-fair") && servers().redis_is_cluster()) {
+            GTEST_SKIP() << "a cluster's nodes send clients to each other's real addresses, past any proxy";
+        }
+        prefix_ = fresh_prefix();
+        try {
+            holder_ = open_proxied(backend, prefix_);
+        } catch (const ConfigError& e) {
+            GTEST_SKIP() << "the servers cannot sit behind a loopback proxy: " << e.what();
+        }
+        rival_ = open_backend(backend, prefix_);
+    }
+    void TearDown() override {
+        if (!holder_.proxies.empty()) holder_.pass();
+    }
+
+    std::string prefix_;
+    ProxiedService holder_;
+    std::unique_ptr<LockService> rival_;
+};
+
+std::string backend_test_name(const ::testing::TestParamInfo<std::string>& info) {
+    std::string n = info.param;
+    std::replace(n.begin(), n.end(), '-', '_');
+    return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, NetworkFaults,
+                         ::testing::Values("redis", "redis-fair", "mysql", "zookeeper", "redlock"),
+                         backend_test_name);
+
+// RACES L11. The holder is partitioned (its packets dropped, its connections open) past its lease;
+// the rival, which reaches the server, acquires once the server gives the lock away. The holder
+// must know it lost the lock before that: its lost() turns true at some instant L known to lie in
+// (the last poll that said false, the first that said true]; the rival acquired at some instant
+// R at or before try_lock returned. L < R is disproved exactly when the holder's last "still
+// mine" came after the rival had the lock, which is what is asserted (polling every 1 ms on a
+// loaded machine may report the true flip late; the printed margin shows how close they were).
+// Then the holder's late fenced write is refused.
+TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
+    MysqlPool pool(servers().mysql_options());
+    pool.execute(
+        "CREATE TABLE IF NOT EXISTS nf_fenced (id BIGINT PRIMARY KEY, v BIGINT, fence BIGINT NOT NULL "
+        "DEFAULT 0)");
+    pool.execute("REPLACE INTO nf_fenced (id, v, fence) VALUES (1, 0, 0)");
+    auto held = holder_.service->make_mutex("partition", lease_options());
+    auto rival = rival_->make_mutex("partition", lease_options());
+
+    std::promise<FenceToken> holding;
+    std::promise<void> partitioned;
+    std::promise<void> rival_wrote;
+    std::promise<void> healed;
+    struct Observed {
+        std::optional<Clock::time_point> last_believed;  // the last poll before lost() said false
+        std::optional<Clock::time_point> first_lost;     // just after lost() first said true
+        std::string late_write = "not tried";
+        std::string unlock = "not tried";
+    } seen;
+    std::thread holder([&] {
+        held->lock();
+        holding.set_value(held->fence_token());
+        partitioned.get_future().wait();
+        const auto give_up = Clock::now() + kLease + 20s;
+        while (Clock::now() < give_up) {
+            const auto before = Clock::now();
+            if (held->lost()) {
+                seen.first_lost = Clock::now();
+                break;
+            }
+            seen.last_believed = before;
+            std::this_thread::sleep_for(1ms);
+        }
+        rival_wrote.get_future().wait();
+        try {
+            fenced_update(pool, 1, held->fence_token(),
+                          {.assignments = "v = ?", .params = {1}, .table = "nf_fenced"});
+            seen.late_write = "applied";
+        } catch (const ConflictError&) {
+            seen.late_write = "refused";
+        } catch (const std::exception& e) {
+            seen.late_write = e.what();
+        }
+        healed.get_future().wait();
+        try {
+            held->unlock_checked();
+            seen.unlock = "released";
+        } catch (const LockLostError&) {
+            seen.unlock = "lost";
+        } catch (const std::exception& e) {
+            seen.unlock = e.what();
+        }
+    });
+    auto holding_token = holding.get_future();
+    if (holding_token.wait_for(30s) != std::future_status::ready) {
+        ADD_FAILURE() << "the holder did not acquire";
+        holder_.pass();  // lets lock() finish, so the thread can be joined
+    }
+    const FenceToken old_token = holding_token.get();
+
+    holder_.blackhole();
+    const auto cut = Clock::now();
+    partitioned.set_value();
+    const bool acquired = rival->try_lock_for(kLease + 20s);
+    const auto rival_acquired = Clock::now();
+    if (acquired) {
+        EXPECT_GT(rival->fence_token(), old_token);
+        EXPECT_TRUE(fenced_update(pool, 1, rival->fence_token(),
+                                  {.assignments = "v = ?", .params = {2}, .table = "nf_fenced"}));
+    }
+    rival_wrote.set_value();
+    // The network heals before the holder unlocks: its release reaches the server, which holds
+    // the rival's lock by then.
+    holder_.pass();
+    healed.set_value();
+    holder.join();
+
+    ASSERT_TRUE(acquired) << "the rival never acquired";
+    ASSERT_TRUE(seen.first_lost.has_value()) << "the holder's lost() never turned true";
+    ASSERT_TRUE(seen.last_believed.has_value());
+    EXPECT_LT(*seen.last_believed, rival_acquired)
+        << "the holder still believed it held the lock " << ms_between(rival_acquired, *seen.last_believed)
+        << " ms after the rival acquired it";
+    std::cout << "[ measure ] " << GetParam() << ": partitioned holder's lost() true after "
+              << ms_between(cut, *seen.first_lost) << " ms, rival acquired after "
+              << ms_between(cut, rival_acquired) << " ms (lease " << kLease.count() << " ms)\n";
+    EXPECT_EQ(seen.late_write, "refused");
+    EXPECT_EQ(pool.query_one("SELECT v FROM nf_fenced WHERE id = 1")->get<std::int64_t>("v"), 2);
+    EXPECT_EQ(seen.unlock, "lost");
+    EXPECT_FALSE(rival->lost());
+    EXPECT_NO_THROW(rival->unlock_checked());
+}
+
+// An unlock whose release is dropped by the network returns within the holder's network
+// deadline with the failure reported (ConnectionError, or LockLostError), forgets the hold, and leaves the
+// lock to expire; the rival that takes it then keeps it, whatever the holder's service does once the network
+// heals.
+TEST_P(NetworkFaults, BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterHoldAlone) {
+    auto held = holder_.service->make_mutex("unlock", lease_options());
+    auto rival = rival_->make_mutex("unlock", lease_options());
+    held->lock();
+
+    holder_.blackhole();
+    const auto cut = Clock::now();
+    std::string outcome = "released";
+    try {
+        held->unlock_checked();
+    } catch (const ConnectionError&) {  // the release failed (TimeoutError is one)
+        outcome = "reported";
+    } catch (const LockLostError&) {  // or the hold is known lost: MySQL's session ends with it
+        outcome = "reported";
+    } catch (const std::exception& e) {
+        outcome = e.what();
+    }
+    const long long unlock_ms = ms_between(cut, Clock::now());
+    EXPECT_EQ(outcome, "reported")
+        << "an unlock whose release was dropped claimed success or threw another error";
+    EXPECT_LT(unlock_ms, network_timeout(GetParam()).count() + 1500);
+    EXPECT_EQ(held->hold_count(), 0) << "a failed release still forgets the hold";
+
+    ASSERT_TRUE(rival->try_lock_for(kLease + 10s));
+    const long long free_ms = ms_between(cut, Clock::now());
+    EXPECT_LT(free_ms, kLease.count() + network_timeout(GetParam()).count() + 2000);
+    std::cout << "[ measure ] " << GetParam() << ": unlock into a blackhole returned after " << unlock_ms
+              << " ms; the rival acquired after " << free_ms << " ms\n";
+
+    // The network heals. Nothing the holder's service sends late (a retried release, a renewal)
+    // may touch the rival's hold: it outlives a window of several renewal periods.
+    holder_.pass();
+    std::this_thread::sleep_for(kLease);
+    EXPECT_FALSE(rival->lost());
+    EXPECT_NO_THROW(rival->unlock_checked());
+    // And the holder's service works again.
+    EXPECT_TRUE(held->try_lock_for(10s));
+    held->unlock();
+}
+
+// Latency of twice the lease on the holder's commands: its renewals and its release reach the
+// server after the lease ran out and the rival acquired. Arriving late, they must find the
+// rival's hold and leave it alone (the scripts compare the owner), whatever the holder's unlock
+// reported.
+TEST_P(NetworkFaults, ReleaseAndRenewalsDelayedPastTheLeaseLeaveTheRivalsHoldAlone) {
+    if (GetParam() == "mysql" || GetParam() == "zookeeper") {
+        GTEST_SKIP() << "a hold lives in its session here: the server ends the session when the lease or "
+                        "session timeout runs out, and nothing sent late can act in it";
+    }
+    auto held = holder_.service->make_mutex("late", lease_options());
+    auto rival = rival_->make_mutex("late", lease_options());
+    held->lock();
+    FaultProxy& first = *holder_.proxies.front();
+
+    holder_.latency(2 * kLease, FaultDirection::ClientToServer);
+    try {
+        held->unlock_checked();
+    } catch (const std::exception& e) {
+        std::cout << "[ measure ] " << GetParam() << ": delayed unlock reported: " << e.what() << "\n";
+    }
+    const auto unlocked = Clock::now();
+    EXPECT_EQ(held->hold_count(), 0);
+    ASSERT_TRUE(rival->try_lock_for(kLease + 10s));
+    const std::uint64_t delivered_when_rival_acquired = first.stats().bytes_to_server;
+
+    // Everything the holder sent is delivered by then: it sends nothing for a hold after its
+    // unlock returned, and each delay is 2 leases.
+    std::this_thread::sleep_until(unlocked + 2 * kLease + 1s);
+    EXPECT_GT(first.stats().bytes_to_server, delivered_when_rival_acquired)
+        << "nothing of the holder's reached the server after the rival acquired: the case tested nothing";
+    EXPECT_FALSE(rival->lost());
+    EXPECT_NO_THROW(rival->unlock_checked());
+}
+
+// RACES L11 at acquisition: the server applies the holder's acquire, but the reply is held in
+// the network and the connection is then reset. lock() fails with a ConnectionError, the holder
+// has no hold, and the one the server made for it is no ghost: released or expired, so a rival
+// acquires within the lease. Redis only: the test reads the lock's key to see the acquire land.
+TEST_P(NetworkFaults, ResetDuringAcquireLeavesNoGhostHold) {
+    if (GetParam() != "redis") GTEST_SKIP() << "reads the Redis mutex's key to see the acquisition land";
+    // A socket timeout longer than the test needs to see the acquisition land: the call must
+    // fail by the reset, not by its own deadline.
+    holder_ = open_proxied(GetParam(), prefix_, 10s);
+    auto held = holder_.service->make_mutex("ghost", lease_options());
+    auto rival = rival_->make_mutex("ghost", lease_options());
+    {
+        // Connections made and scripts loaded before the fault: the acquisition is one script call.
+        auto warm = holder_.service->make_mutex("warm", lease_options());
+        std::lock_guard once(*warm);
+    }
+    holder_.latency(30s, FaultDirection::ServerToClient);
+
+    std::promise<std::string> outcome;
+    std::thread holder([&] {
+        try {
+            held->lock();
+            outcome.set_value("acquired");
+            held->unlock();
+        } catch (const TimeoutError& e) {
+            outcome.set_value(std::string("timeout: ") + e.what());
+        } catch (const ConnectionError&) {
+            outcome.set_value("connection error");
+        } catch (const std::exception& e) {
+            outcome.set_value(e.what());
+        }
+    });
+    RedisClient redis(servers().redis_options());
+    const std::string key = LockKeys(prefix_, "ghost").mutex();
+    const bool landed = eventually([&] { return redis.command({"EXISTS", key}).integer() == 1; });
+    holder_.reset();
+    const auto reset_at = Clock::now();
+    auto result = outcome.get_future();
+    const bool finished = result.wait_for(10s) == std::future_status::ready;
+    if (!finished) holder_.pass();
+    holder.join();
+    ASSERT_TRUE(landed) << "the acquisition never reached the server";
+    ASSERT_TRUE(finished);
+    EXPECT_EQ(result.get(), "connection error");
+    EXPECT_LT(ms_between(reset_at, Clock::now()), 1000) << "a reset must fail the call at once";
+    EXPECT_EQ(held->hold_count(), 0);
+
+    ASSERT_TRUE(rival->try_lock_for(kLease + 10s));
+    const long long free_ms = ms_between(reset_at, Clock::now());
+    EXPECT_LE(free_ms, kLease.count() + 500) << "the server kept the holder's hold past its lease";
+    std::cout << "[ measure ] redis: reset during acquire; the rival acquired " << free_ms
+              << " ms after the reset\n";
+    holder_.pass();
+    std::this_thread::sleep_for(kLease);  // a renewal of the ghost, if any, would land meanwhile
+    EXPECT_FALSE(rival->lost());
+    EXPECT_NO_THROW(rival->unlock_checked());
+}
+
+}  // namespace
+}  // namespace lockstep::test
