@@ -32,16 +32,19 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* tag_of(HoldKind k) {
+// The part of a node's name between "_c_<guid>-" and the sequence: Curator's names, so that a
+// lockstep lock and a Curator lock on the same path exclude each other. InterProcessMutex names
+// its nodes "_c_<guid>-lock-<seq>"; InterProcessReadWriteLock "_c_<guid>-__READ__<seq>" and
+// "_c_<guid>-__WRIT__<seq>".
+const char* node_infix(HoldKind k) {
     switch (k) {
-    case HoldKind::Mutex: return "lock";
-    case HoldKind::Write: return "write";
-    case HoldKind::Read: return "read";
+    case HoldKind::Mutex: return "lock-";
+    case HoldKind::Write: return "__WRIT__";
+    case HoldKind::Read: return "__READ__";
     }
-    return "lock";
+    return "lock-";
 }
 
-// A lock name as one node name: '/' would make a path, '%' is the escape itself.
 std::string escape(const std::string& s) {
     std::string out;
     for (char c : s) {
@@ -52,7 +55,9 @@ std::string escape(const std::string& s) {
     return out;
 }
 
-// "_c_<guid>-<tag>-<10-digit sequence>"
+// "_c_<guid>-lock-<seq>", "_c_<guid>-__READ__<seq>", "_c_<guid>-__WRIT__<seq>" (node_infix), and
+// "_c_<guid>-read-<seq>" / "_c_<guid>-write-<seq>", the read-write names of earlier lockstep
+// versions, still honoured so that a rolling upgrade keeps excluding. tag: "lock", "read", "write".
 struct Child {
     std::string name;
     std::string tag;
@@ -62,11 +67,20 @@ struct Child {
 std::optional<Child> parse_child(const std::string& name) {
     if (name.size() < 14 || name.rfind("_c_", 0) != 0) return std::nullopt;
     const auto dash2 = name.rfind('-');
-    const auto dash1 = name.rfind('-', dash2 - 1);
-    if (dash1 == std::string::npos || dash2 == std::string::npos) return std::nullopt;
-    Child c{name, name.substr(dash1 + 1, dash2 - dash1 - 1), -1};
+    if (dash2 == std::string::npos) return std::nullopt;
+    Child c{name, {}, -1};
+    std::string digits = name.substr(dash2 + 1);
+    if (digits.rfind("__READ__", 0) == 0 || digits.rfind("__WRIT__", 0) == 0) {
+        c.tag = digits[2] == 'R' ? "read" : "write";
+        digits.erase(0, 8);
+    } else {
+        const auto dash1 = name.rfind('-', dash2 - 1);
+        if (dash1 == std::string::npos) return std::nullopt;
+        c.tag = name.substr(dash1 + 1, dash2 - dash1 - 1);
+    }
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
     try {
-        c.seq = std::stoll(name.substr(dash2 + 1));
+        c.seq = std::stoll(digits);
     } catch (...) {
         return std::nullopt;
     }
@@ -487,7 +501,9 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     }
 
     std::string dir_of(const Hold& h) const {
-        return zk.root + "/" + escape(prefix + h.name) + (h.kind == HoldKind::Mutex ? "#m" : "#rw");
+        const std::string path = zk.root + "/" + escape(prefix + h.name);
+        if (!zk.kind_suffix) return path;
+        return path + (h.kind == HoldKind::Mutex ? "#m" : "#rw");
     }
 
     // The session a waiter queued in ended (expired, and maybe already replaced by another
@@ -521,7 +537,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         // an expired session (the use count above keeps this handle open until we are done).
         fault::point("locks.zookeeper.after_handle");
         const std::string dir = dir_of(hold);
-        const std::string node_prefix = "_c_" + locks_detail::random_hex_id() + "-" + tag_of(hold.kind) + "-";
+        const std::string node_prefix = "_c_" + locks_detail::random_hex_id() + "-" + node_infix(hold.kind);
         std::optional<std::vector<std::string>> listing;
         const auto created = create_node(h, dir, node_prefix, &listing);
         const std::string mine = created.first;
@@ -924,7 +940,15 @@ ZooKeeperLockOptions parse_zookeeper_url(std::string_view url) {
             if (k == "session_timeout_ms") o.session_timeout = std::chrono::milliseconds(std::stoll(v));
             else if (k == "connect_timeout_ms") o.connect_timeout = std::chrono::milliseconds(std::stoll(v));
             else if (k == "host_resolution_delay_ms") o.host_resolution_delay = std::chrono::milliseconds(std::stoll(v));
-            else throw ConfigError("zookeeper URL", "unknown query parameter '" + k + "'");
+            else if (k == "root") {
+                if (v.empty() || v.front() != '/' || v.back() == '/' || v.find("//") != std::string::npos) {
+                    throw ConfigError("query parameter 'root'", "must be an absolute ZooKeeper path without a trailing '/'");
+                }
+                o.root = v;
+            } else if (k == "kind_suffix") {
+                if (v != "0" && v != "1") throw ConfigError("query parameter 'kind_suffix'", "must be 0 or 1");
+                o.kind_suffix = v == "1";
+            } else throw ConfigError("zookeeper URL", "unknown query parameter '" + k + "'");
         } catch (const std::invalid_argument&) {
             throw ConfigError("query parameter '" + k + "'", "not a number: " + v);
         } catch (const std::out_of_range&) {

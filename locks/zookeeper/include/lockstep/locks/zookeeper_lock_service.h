@@ -8,7 +8,8 @@
 //   { std::unique_lock hold(*m); ... m->fence_token() ... }
 //
 // The recipe (docs/locks.md, "ZooKeeper"):
-//   - Each acquisition creates an EPHEMERAL_SEQUENTIAL node "_c_<guid>-<kind>-<seq>" under the
+//   - Each acquisition creates an EPHEMERAL_SEQUENTIAL node "_c_<guid>-lock-<seq>" (a read or
+//     write hold: "_c_<guid>-__READ__<seq>" / "_c_<guid>-__WRIT__<seq>", Curator's names) under the
 //     lock's container node; the holder is the lowest sequence. A waiter watches only the node
 //     just before its own (L9: a release wakes one waiter, no herd); a reader of a read-write
 //     lock watches only the nearest earlier writer, a writer the node just before it.
@@ -50,6 +51,11 @@ struct ZooKeeperLockOptions {
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
     // Root of every lock node: <root>/<prefix><name>#m (mutex) and ...#rw (read-write).
     std::string root = "/lockstep";
+    // false: the lock path is <root>/<prefix><name> with no "#m" / "#rw", so that a lockstep lock
+    // joins an existing Curator lock such as /locks/orders (root "/locks", prefix "", name
+    // "orders"; docs/zookeeper-curator.md). Then a mutex and a read-write lock of one name share a
+    // path and must not both be used, as with Curator.
+    bool kind_suffix = true;
     // How often the client looks the hosts up again while connected (zoo_set_servers_resolution_
     // delay). -1 (default): only when it (re)connects, as the Java client does; > 0: at most once
     // per that many ms, to follow DNS changes of a live ensemble; 0: libzookeeper's own default,
