@@ -14,6 +14,9 @@ namespace {
 std::shared_ptr<spdlog::logger> make_default_logger() {
     auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
     auto l = std::make_shared<spdlog::logger>("lockstep", std::move(sink));
+    // Time, level, process and thread on every line: several processes of a service share a
+    // lock, and a lock's steps run on the caller's thread and on watchdog threads.
+    l->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] [pid %P] [thread %t] %v");
     l->set_level(spdlog::level::warn);
     if (const char* level = std::getenv("LOCKSTEP_LOG_LEVEL")) {
         // spdlog maps an unknown name to "off": say so instead of going silent.

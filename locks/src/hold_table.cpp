@@ -6,8 +6,27 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lock_log.h"
 
 namespace lockstep::locks_detail {
+
+namespace {
+
+std::string_view kind_name(HoldKind kind) {
+    switch (kind) {
+    case HoldKind::Mutex: return "mutex";
+    case HoldKind::Write: return "write";
+    case HoldKind::Read: return "read";
+    }
+    return "mutex";
+}
+
+// "mysql mutex", "zookeeper read", ...: the second tag of every lock log line.
+std::string log_tag(const HoldBackend& backend, HoldKind kind) {
+    return std::string(backend.backend_name()) + " " + std::string(kind_name(kind));
+}
+
+}  // namespace
 
 std::uint64_t this_thread_number() {
     static std::atomic<std::uint64_t> next{1};
@@ -80,7 +99,18 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     hold->lease = options.lease;
     hold->renew = options.renew;
     hold->on_lost = options.on_lost;
-    if (!backend.acquire(*hold, deadline)) return false;
+    const auto started = SteadyClock::now();
+    const bool logging = logger()->should_log(spdlog::level::debug);
+    if (logging) lock_log(spdlog::level::debug, name, log_tag(backend, kind), "acquire started");
+    if (!backend.acquire(*hold, deadline)) {
+        if (logging) lock_log(spdlog::level::debug, name, log_tag(backend, kind), "gave up after {} ms", elapsed_ms(started));
+        return false;
+    }
+    if (logging) {
+        lock_log(spdlog::level::debug, name, log_tag(backend, kind), "granted after {} ms, token {}", elapsed_ms(started),
+                 hold->token);
+    }
+    hold->acquired_at = SteadyClock::now();
     hold->count = 1;
     {
         MutexLock g(mu_);
@@ -122,7 +152,11 @@ void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind k
             logger()->warn("lock '{}': release failed ({}); the backend ends the hold on its own", name, e.what());
             return;
         }
-        if (released) return;
+        if (released) {
+            lock_log(spdlog::level::debug, name, log_tag(backend, kind), "released after holding {} ms",
+                     elapsed_ms(hold->acquired_at));
+            return;
+        }
         report_lost(hold, LockLossReason::FoundGone, "found gone by unlock");
     }
     backend.abandon(*hold);

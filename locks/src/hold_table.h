@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -50,6 +51,7 @@ struct Hold {
     bool renew = true;                             // the lock's LockOptions::renew
     std::function<void(const LockLoss&)> on_lost;  // the lock's callback
     std::shared_ptr<void> state;                   // the backend's (pinned session, node path)
+    SteadyTime acquired_at{};                      // for the log line of its release
 };
 
 class HoldBackend {
@@ -67,6 +69,8 @@ public:
     // registration would not have seen it). Redlock and the fair Redis mutex tell their watchdog
     // when the hold is first due. Never throws.
     virtual void registered(const Hold& /*hold*/) noexcept {}
+    // The backend's name in log lines ("mysql", "zookeeper", ...).
+    virtual std::string_view backend_name() const noexcept = 0;
 };
 
 class HoldTable {

@@ -35,19 +35,23 @@ std::string missing_jar() {
     return {};
 }
 
-// The compiled peer's class dir, made once per process.
+// The compiled peer's class dir, made once per process and removed at exit. Never destroyed
+// itself: the exit handler that removes the dir runs after static destructors would have.
 const std::string& class_dir() {
-    static const std::string dir = [] {
+    static const std::string* dir = [] {
         const char* tmp = std::getenv("TMPDIR");
-        std::string d = std::string(tmp ? tmp : "/tmp") + "/lockstep-curator-" + std::to_string(getpid());
-        fs::create_directories(d);
-        const std::string cmd = "javac -nowarn -d '" + d + "' -cp '" + jar_classpath() + "' '" + LOCKSTEP_CURATOR_PEER_SOURCE +
-                                "' 2>&1";
+        auto* d = new std::string(std::string(tmp ? tmp : "/tmp") + "/lockstep-curator-" + std::to_string(getpid()));
+        fs::create_directories(*d);
+        std::atexit([] {
+            std::error_code ec;
+            fs::remove_all(class_dir(), ec);
+        });
+        const std::string cmd = "javac -nowarn -d '" + *d + "' -cp '" + jar_classpath() + "' '" +
+                                LOCKSTEP_CURATOR_PEER_SOURCE + "' 2>&1";
         if (std::system(cmd.c_str()) != 0) throw std::runtime_error("javac failed on CuratorPeer.java");
-        std::atexit([] { std::error_code ec; fs::remove_all(class_dir(), ec); });
         return d;
     }();
-    return dir;
+    return *dir;
 }
 
 }  // namespace

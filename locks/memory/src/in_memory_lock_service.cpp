@@ -35,6 +35,7 @@ struct NameState {
 }  // namespace
 
 struct InMemoryLockService::State : locks_detail::HoldBackend {
+    std::string_view backend_name() const noexcept override { return "memory"; }
     explicit State(LockServiceOptions o) : table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
 
     locks_detail::HoldTable table;

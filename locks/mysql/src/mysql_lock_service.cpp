@@ -81,6 +81,7 @@ constexpr const char* kEpochTable =
 }  // namespace
 
 struct MysqlLockService::State : locks_detail::HoldBackend {
+    std::string_view backend_name() const noexcept override { return "mysql"; }
     State(MysqlOptions m, LockServiceOptions o)
         : mysql(std::move(m)), prefix(std::move(o.prefix)), table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
 

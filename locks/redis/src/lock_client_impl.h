@@ -22,6 +22,7 @@
 #include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_client.h"
 #include "local_gate.h"
+#include "lock_log.h"
 
 namespace lockstep {
 
@@ -116,6 +117,11 @@ public:
 private:
     HoldSettings settings_;
 };
+
+// "redis mutex", "redis read", "redis write": the tag of the lock log lines (lock_log.h).
+inline std::string log_tag(const LockSide& side) { return std::string("redis ") + side.kind(); }
+using locks_detail::elapsed_ms;
+using locks_detail::lock_log;
 
 // One thread's hold of one lock side, as this process sees it. Its name, key, kind, calls and
 // callback come from the side (shared, built once per lock object, not copied per hold).

@@ -116,10 +116,19 @@ bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
     }
     if (held) return reenter(a, held);  // L6: re-entry never waits at the local gate
 
+    const auto started = SteadyClock::now();
+    const bool logging = logger()->should_log(spdlog::level::debug);
+    if (logging) lock_log(spdlog::level::debug, side->name(), log_tag(*side), "acquire started");
     GatePass pass;  // leaves the gate however this acquisition fails (false, a throw)
     if (LocalGate* gate = side->gate()) {
         bool seized = false;
-        if (!pass_gate(a, *gate, deadline, pass, seized)) return false;
+        if (!pass_gate(a, *gate, deadline, pass, seized)) {
+            if (logging) {
+                lock_log(spdlog::level::debug, side->name(), log_tag(*side),
+                         "gave up after {} ms (behind a holder in this process)", elapsed_ms(started));
+            }
+            return false;
+        }
         if (seized) {
             // A probe at the gate acquired the lock already (the gate's owner had lost it).
             MutexLock lock(mutex);
@@ -127,7 +136,14 @@ bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
             return true;
         }
     }
-    if (!acquire_fresh(a, deadline)) return false;
+    if (!acquire_fresh(a, deadline)) {
+        if (logging) lock_log(spdlog::level::debug, side->name(), log_tag(*side), "gave up after {} ms", elapsed_ms(started));
+        return false;
+    }
+    if (logging) {
+        lock_log(spdlog::level::debug, side->name(), log_tag(*side), "granted after {} ms, token {}", elapsed_ms(started),
+                 a.hold->token);
+    }
     if (pass) {
         // The hold keeps the gate until it is forgotten (redis_release.cpp forget()).
         MutexLock lock(mutex);

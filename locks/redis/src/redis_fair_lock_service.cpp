@@ -103,6 +103,7 @@ struct Orphan {
 }  // namespace
 
 struct RedisFairLockService::State : locks_detail::HoldBackend {
+    std::string_view backend_name() const noexcept override { return "redis-fair"; }
     State(RedisOptions r, LockServiceOptions o, RedisFairLockOptions f)
         : redis_options(r), prefix(o.prefix), fair(f), table(locks_detail::random_hex_id(), o.on_lost) {
         if (redis_options.pool_size < 16) redis_options.pool_size = 16;

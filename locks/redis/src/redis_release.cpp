@@ -61,6 +61,10 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
     }
     fault::point(side.fault_points().after_release);
     if (answer == 0) return found_gone_at_unlock(rel);
+    if (rel.last) {
+        lock_log(spdlog::level::debug, side.name(), log_tag(side), "released after holding {} ms",
+                 elapsed_ms(rel.held->acquired_at));
+    }
     count_down(rel);
 }
 

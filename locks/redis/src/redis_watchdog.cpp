@@ -107,6 +107,8 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
                 h.valid_until = sent + h.lease;
                 h.next_check = sent + h.lease / 3;
                 stats.renewals.fetch_add(1);
+                lock_log(spdlog::level::trace, h.side->name(), log_tag(*h.side), "renewed, lease {} ms",
+                         std::chrono::duration_cast<milliseconds>(h.lease).count());
             } else if (answered) {
                 if (auto loss = mark_lost_locked(h, LockLossReason::Expired, "renewal found the hold gone")) {
                     losses.emplace_back(due[i], *loss);

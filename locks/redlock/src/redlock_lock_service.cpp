@@ -86,6 +86,7 @@ std::string first_error(const std::vector<MasterReply>& replies) {
 }  // namespace
 
 struct RedlockLockService::State : locks_detail::HoldBackend {
+    std::string_view backend_name() const noexcept override { return "redlock"; }
     State(RedlockOptions o, LockServiceOptions so)
         : options(std::move(o)),
           prefix(std::move(so.prefix)),

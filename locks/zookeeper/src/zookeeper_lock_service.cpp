@@ -115,6 +115,7 @@ struct ZkSession {
 using SessionRef = std::shared_ptr<ZkSession>;
 
 struct ZooKeeperLockService::State : locks_detail::HoldBackend {
+    std::string_view backend_name() const noexcept override { return "zookeeper"; }
     State(ZooKeeperLockOptions z, LockServiceOptions o)
         : zk(std::move(z)), prefix(std::move(o.prefix)), table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
 
@@ -770,6 +771,7 @@ private:
     // write side until the read side ends (unlock() above).
     struct Downgrade : locks_detail::HoldBackend {
         explicit Downgrade(ZooKeeperLockService::State& s) : s(s) {}
+        std::string_view backend_name() const noexcept override { return "zookeeper"; }
         ZooKeeperLockService::State& s;
         bool acquire(Hold& h, SteadyTime) override {
             h.key = kDowngraded;

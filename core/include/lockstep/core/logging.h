@@ -1,5 +1,6 @@
 // lockstep logs through one spdlog logger named "lockstep". By default it writes to stderr at
-// level `warn` (override with the environment variable LOCKSTEP_LOG_LEVEL=trace|debug|info|...).
+// level `warn` (override with the environment variable LOCKSTEP_LOG_LEVEL=trace|debug|info|...),
+// each line with its time, level, process id and thread id.
 // Replace it with your own logger (sinks, level, format) with `set_logger`.
 //
 // Thread safety: `logger()` and `set_logger()` may be called from any thread.
