@@ -2,6 +2,7 @@
 #include "hold_table.h"
 
 #include <random>
+#include <utility>
 #include <thread>
 
 #include "lockstep/core/error.h"
@@ -49,6 +50,77 @@ std::string random_hex_id() {
 HoldTable::HoldTable(std::string service_id, std::function<void(const LockLoss&)> service_on_lost)
     : id_(std::move(service_id)), service_on_lost_(std::move(service_on_lost)) {}
 
+HoldTable::~HoldTable() { stop_expiry(); }
+
+void HoldTable::stop_expiry() {
+    std::thread ending;
+    {
+        MutexLock g(mu_);
+        expiry_stopping_ = true;
+        ending = std::exchange(expiry_thread_, std::thread());
+    }
+    expiry_cv_.notify_all();
+    if (ending.joinable()) ending.join();
+}
+
+void HoldTable::extend(Hold& hold, SteadyTime sent) {
+    const SteadyTime proposed = valid_until_from(sent, hold.lease);
+    SteadyTime current = hold.valid_until.load();
+    while (current < proposed && !hold.valid_until.compare_exchange_weak(current, proposed)) {
+    }
+}
+
+void HoldTable::wake_expiry_for(SteadyTime valid_until) {
+    if (valid_until == SteadyTime::max()) return;
+    {
+        MutexLock g(mu_);
+        if (expiry_stopping_) return;
+        if (!expiry_thread_.joinable()) {
+            expiry_planned_ = SteadyTime::min();  // its first look is now
+            expiry_thread_ = std::thread([this] { expiry_loop(); });
+            return;
+        }
+        if (valid_until >= expiry_planned_) return;  // it wakes before then and sees this hold
+    }
+    expiry_cv_.notify_all();
+}
+
+// L11: a hold whose validity ran out unextended is reported at that instant, not when the
+// backend's renewal (which may hang for its socket timeout) gives up.
+void HoldTable::expiry_loop() {
+    MutexLock g(mu_);
+    while (!expiry_stopping_) {
+        const SteadyTime now = SteadyClock::now();
+        SteadyTime next = SteadyTime::max();
+        std::vector<std::shared_ptr<Hold>> due;
+        for (const auto& [k, h] : holds_) {
+            if (h->lost.load()) continue;
+            const SteadyTime v = h->valid_until.load();
+            if (v <= now) due.push_back(h);
+            else next = std::min(next, v);
+        }
+        if (!due.empty()) {
+            g.unlock();
+            for (const auto& h : due) {
+                if (h->renew) {
+                    report_lost(h, LockLossReason::Unreachable,
+                                "its validity ended: no renewal was acknowledged within the lease");
+                } else {
+                    report_lost(h, LockLossReason::LeaseEnded, "fixed lease ran out before unlock");
+                }
+            }
+            g.lock();
+            continue;
+        }
+        expiry_planned_ = next;
+        if (next == SteadyTime::max()) {
+            expiry_cv_.wait(mu_);
+        } else {
+            expiry_cv_.wait_until(mu_, next);
+        }
+    }
+}
+
 HoldTable::Key HoldTable::key_of(const std::string& name, HoldKind kind) {
     return {name, static_cast<int>(kind), this_thread_number()};
 }
@@ -66,7 +138,7 @@ int HoldTable::count(const std::string& name, HoldKind kind) const {
 
 bool HoldTable::lost(const std::string& name, HoldKind kind) const {
     auto h = find(name, kind);
-    return h && h->lost.load();
+    return h && h->lost_or_expired();
 }
 
 FenceToken HoldTable::token(const std::string& name, HoldKind kind) const {
@@ -87,7 +159,11 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
                      const LockOptions& options) {
     if (auto h = find(name, kind)) {
         // Re-entry (L6) never goes to the backend; a hold known lost is not silently re-entered.
-        if (h->lost.load()) throw LockLostError("lock '" + name + "': re-entering a hold that was lost");
+        if (h->lost_or_expired()) {
+            report_lost(h, h->renew ? LockLossReason::Unreachable : LockLossReason::LeaseEnded,
+                        "its validity ended before a re-entry");
+            throw LockLostError("lock '" + name + "': re-entering a hold that was lost");
+        }
         ++h->count;
         return true;
     }
@@ -119,6 +195,7 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
         holds_[k] = hold;
     }
     backend.registered(*hold);
+    wake_expiry_for(hold->valid_until.load());
     return true;
 }
 
@@ -139,6 +216,11 @@ void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind k
             return;
         }
         holds_.erase(it);
+    }
+    if (!hold->lost.load() && SteadyClock::now() >= hold->valid_until.load()) {
+        // Past its validity the lock may be someone else's: reported, then released as a lost hold.
+        report_lost(hold, hold->renew ? LockLossReason::Unreachable : LockLossReason::LeaseEnded,
+                    "its validity ended before unlock");
     }
     if (!hold->lost.load()) {
         bool released = false;

@@ -8,6 +8,7 @@
 // behaves alike (tests/lock_conformance).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -37,6 +39,20 @@ std::uint64_t this_thread_number();
 
 enum class HoldKind { Mutex = 0, Write = 1, Read = 2 };
 
+// The margin a validity keeps below the lease: the holder's steady clock and the server's may
+// run at slightly different rates over a lease (Redlock's clock drift factor, 1%), plus 2 ms for
+// the server's own timer resolution.
+inline SteadyClock::duration validity_drift(std::chrono::milliseconds lease) {
+    return std::max<SteadyClock::duration>(std::chrono::milliseconds(2), lease / 100);
+}
+
+// The end of a hold's validity when the server set (or last extended) its lease at or after
+// `sent`, the send time of the acquisition or renewal it acknowledged: before this instant no
+// one else can hold the lock, whatever the network does (RACES L11).
+inline SteadyTime valid_until_from(SteadyTime sent, std::chrono::milliseconds lease) {
+    return sent + lease - validity_drift(lease);
+}
+
 // One thread's hold of one lock (name + kind) of one service.
 struct Hold {
     std::string name;
@@ -51,6 +67,12 @@ struct Hold {
     bool renew = true;                             // the lock's LockOptions::renew
     std::function<void(const LockLoss&)> on_lost;  // the lock's callback
     std::shared_ptr<void> state;                   // the backend's (pinned session, node path)
+    // The hold's validity on this process's steady clock (valid_until_from): lost() is true from
+    // then on, and the table's expiry thread reports the loss then unless a backend extended it
+    // first (HoldTable::extend). SteadyTime::max(): bounded by the backend's own evidence only
+    // (the in-memory backend). Set by the backend's acquire before the hold is registered.
+    std::atomic<SteadyTime> valid_until{SteadyTime::max()};
+    bool lost_or_expired() const { return lost.load() || SteadyClock::now() >= valid_until.load(); }
     SteadyTime acquired_at{};                      // for the log line of its release
 };
 
@@ -73,9 +95,16 @@ public:
     virtual std::string_view backend_name() const noexcept = 0;
 };
 
+// Owns the holds of one service. Besides the acquire and release flows it runs one expiry
+// thread (started with the first hold that has a bounded validity): it sleeps until the earliest
+// valid_until among the holds and reports each hold whose validity ran out unextended, so
+// on_lost fires on time even while the backend's renewal hangs on a silent network.
 class HoldTable {
 public:
     HoldTable(std::string service_id, std::function<void(const LockLoss&)> service_on_lost);
+    ~HoldTable();
+    HoldTable(const HoldTable&) = delete;
+    HoldTable& operator=(const HoldTable&) = delete;
 
     const std::string& service_id() const noexcept { return id_; }
 
@@ -102,6 +131,16 @@ public:
     void report_lost(const std::shared_ptr<Hold>& hold, LockLossReason reason, const std::string& message)
         EXCLUDES(mu_);
     std::uint64_t losses() const noexcept { return losses_.load(); }
+    // A renewal acknowledged by the server: the hold is valid until valid_until_from(sent, lease)
+    // (never moved earlier by a late acknowledgement of an older renewal). No effect on a hold
+    // already reported lost.
+    static void extend(Hold& hold, SteadyTime sent);
+    // A backend moved a hold's valid_until earlier by itself (a disconnection): the expiry thread
+    // wakes for it in time.
+    void watch_validity(SteadyTime valid_until) EXCLUDES(mu_) { wake_expiry_for(valid_until); }
+    // Stops the expiry thread (idempotent); a backend whose holds' callbacks use its own state
+    // calls it first in its destructor.
+    void stop_expiry() EXCLUDES(mu_);
 
 private:
     using Key = std::tuple<std::string, int, std::uint64_t>;
@@ -112,6 +151,13 @@ private:
     std::map<Key, std::shared_ptr<Hold>> holds_ GUARDED_BY(mu_);
     std::set<Key> unlocked_after_loss_ GUARDED_BY(mu_);  // the next unlock of these is a no-op (std guards)
     std::atomic<std::uint64_t> losses_{0};
+
+    void expiry_loop() EXCLUDES(mu_);
+    void wake_expiry_for(SteadyTime valid_until) EXCLUDES(mu_);
+    CondVar expiry_cv_;
+    bool expiry_stopping_ GUARDED_BY(mu_) = false;
+    SteadyTime expiry_planned_ GUARDED_BY(mu_) = SteadyTime::max();  // when the thread wakes next
+    std::thread expiry_thread_ GUARDED_BY(mu_);
 };
 
 // 32 random lowercase hex digits.

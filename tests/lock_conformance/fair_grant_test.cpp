@@ -389,5 +389,54 @@ TEST(RedisFairGrant, AMessageForADroppedRoomFindsItAliveUntilItsSubscriptionEnds
     EXPECT_TRUE(seen.load()) << "the message did not reach the room's callback";
 }
 
+
+// RACES L12: a grant travels by message while the server's lease runs from the release. The
+// waiter is held between the grant's arrival and its lock() returning (locks.fair.before_confirm)
+// until the grant's lease has run out on the server and a thief has taken the lock: counting from
+// the arrival, the waiter would now believe it holds beside the thief. It confirms the grant with
+// a renewal first, finds the lock someone else's, and queues again: one holder at any instant.
+TEST(RedisFairGrant, L12_AGrantWhoseLeaseRanOutInFlightIsNotAHold) {
+    LockServiceOptions o;
+    o.prefix = grant_prefix();
+    RedisFairLockService holder(servers().redis_options(), o, no_recheck());
+    RedisFairLockService waiter(servers().redis_options(), o, no_recheck());
+    RedisFairLockService thief(servers().redis_options(), o, no_recheck());
+    RedisClient raw(servers().redis_options());
+    LockOptions short_lease;
+    short_lease.lease = 400ms;
+    auto a = holder.make_mutex("late-grant", short_lease);
+    a->lock();
+
+    fault::Gate in_flight;
+    auto armed = fault::arm("locks.fair.before_confirm", in_flight.action());
+    std::atomic<bool> w_holds{false};
+    std::atomic<bool> c_holds{false};
+    std::atomic<bool> overlap{false};
+    std::thread w([&] {
+        auto m = waiter.make_mutex("late-grant", short_lease);
+        ASSERT_TRUE(m->try_lock_for(20s));
+        w_holds = true;
+        if (c_holds.load()) overlap = true;
+        w_holds = false;
+        m->unlock();
+    });
+    ASSERT_TRUE(line_reaches(holder, "late-grant", 1));
+    a->unlock();  // grants the lock to W: its lease (400 ms) runs on the server from now
+    ASSERT_TRUE(in_flight.wait_arrivals(1, 10s)) << "the grant never reached the waiter";
+    // The grant's lease runs out on the server while the waiter has not confirmed it.
+    ASSERT_TRUE(eventually([&] { return !lock_value(raw, o.prefix, "late-grant").has_value(); }, 5s));
+    auto c = thief.make_mutex("late-grant", LockOptions{.lease = 60s});
+    ASSERT_TRUE(c->try_lock()) << "the expired grant still held the lock on the server";
+    c_holds = true;
+    in_flight.open();  // the late grant reaches lock()'s end now
+    // W must not hold while C does: it queues again behind C. (Counting from the grant's arrival,
+    // it would return from lock() at once, with C holding: `overlap`.)
+    std::this_thread::sleep_for(300ms);
+    c_holds = false;
+    c->unlock();
+    w.join();
+    EXPECT_FALSE(overlap.load()) << "the waiter believed it held beside the thief (L12)";
+}
+
 }  // namespace
 }  // namespace lockstep::test

@@ -73,7 +73,8 @@ TEST_F(RedisFairWatchdog, AFixedLeaseIsNotRenewedAndItsEndIsReported) {
     m->lock();
     ASSERT_TRUE(eventually([&] { return seen_.seen() == 1; }, 5s)) << "the end of a fixed lease was never reported";
     EXPECT_EQ(seen_.reason, LockLossReason::LeaseEnded) << seen_.message;
-    EXPECT_GE(seen_.at - locked, 300ms) << "reported before the lease could have ended";
+    // At its validity's end: the acquire's send time + lease − drift (hold_table.h: 1% of the lease, 3 ms here).
+    EXPECT_GE(seen_.at - locked, 297ms) << "reported before the lease could have ended";
     // Not renewed: the server let the key expire with the lease (a renewing watchdog would have
     // pushed its TTL back to 300 ms every 100 ms, and the key would still be there).
     EXPECT_TRUE(eventually([&] { return raw.command({"EXISTS", key_}).integer() == 0; }, 1s));
@@ -96,10 +97,14 @@ TEST_F(RedisFairWatchdog, RenewalsThatCannotReachRedisForAWholeLeaseReportTheHol
         << "a hold whose renewals all failed for a whole lease was never reported (" << failed.load()
         << " renewals failed)";
     EXPECT_EQ(seen_.reason, LockLossReason::Unreachable) << seen_.message;
-    EXPECT_NE(seen_.message.find("no renewal succeeded for a whole lease"), std::string::npos) << seen_.message;
-    EXPECT_NE(seen_.message.find("forced: Redis unreachable"), std::string::npos) << seen_.message;
+    // Reported at the end of its validity (the hold table's expiry thread) or by the watchdog's
+    // last failed renewal, whichever comes first; never later than the validity.
+    EXPECT_TRUE(seen_.message.find("validity ended") != std::string::npos ||
+                seen_.message.find("no renewal succeeded for a whole lease") != std::string::npos)
+        << seen_.message;
     EXPECT_GE(failed.load(), 2) << "it gave up after one failed renewal instead of retrying within the lease";
-    EXPECT_GE(seen_.at - locked, 300ms) << "reported before the lease could have ended";
+    EXPECT_GE(seen_.at - locked, 297ms) << "reported before the lease could have ended";
+    EXPECT_LE(seen_.at - locked, 400ms) << "reported late: the validity ended at 297 ms";
     EXPECT_TRUE(m->lost());
     EXPECT_THROW(m->unlock_checked(), LockLostError);
 }

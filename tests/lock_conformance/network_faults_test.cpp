@@ -44,26 +44,10 @@ struct NotYetOnTime {
     const char* reason;
 };
 constexpr NotYetOnTime kNotYetOnTimeValidity[] = {
-    {"HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires", "redis-fair",
-     "RACES L11: missing on-time validity; the fair mutex's lost() stays false while its renewals hang in "
-     "the partition (true ~1.8 s after the cut with a 1.5 s lease), after the rival was granted the lock"},
-    {"HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires", "mysql",
-     "RACES L11: missing on-time validity; lost() turns true no earlier than the server ends the silent "
-     "session (wait_timeout: the lease rounded up to 2 s), so the rival acquires first (measured 1 ms "
-     "before); validity must count from the send time of the last keepalive, lease minus drift"},
-    {"HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires", "zookeeper",
-     "RACES L11: missing on-time validity; lost() turns true a session timeout after the client library "
-     "reports the disconnect (2-3 s measured with a 1.5 s session), not a session timeout after the "
-     "ensemble was last heard from, so the server expires the session and a rival acquires first"},
-    {"HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires", "redlock",
-     "RACES L11: missing on-time validity; lost() turns true when the watchdog's renewal round has failed "
-     "(~2.1 s measured with a 1.5 s lease), not at valid_until = start + lease − drift"},
     {"BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterHoldAlone", "zookeeper",
-     "missing on-time validity: an unlock into a partition waits for the client library to hear from the "
-     "ensemble again (13 s measured with a 1.5 s session) instead of ending when the hold's validity does"},
-    {"BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterHoldAlone", "redlock",
-     "missing on-time validity: an unlock into a partition of every master returns after ~3.2 s with "
-     "300 ms per-master timeouts and a 1.5 s lease, not within one timeout"},
+     "an unlock into a partition waits inside libzookeeper's synchronous delete until the client hears "
+     "from the ensemble again (13 s measured with a 1.5 s session), not until the hold's validity ends; "
+     "lost() and on_lost are on time meanwhile (the partition case above)"},
 };
 
 constexpr std::chrono::milliseconds kLease{1500};

@@ -204,11 +204,23 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
                 // kAcquire: the token when it got the lock, 0 when the wait ran out, -1 for
                 // GET_LOCK's NULL (an error, e.g. the session was killed while it waited).
                 ++statements;
+                const auto sent = SteadyClock::now();
                 auto row = s.conn->query_one(kAcquire, {name, wait_s});
                 const auto token = row ? row->get<std::optional<std::int64_t>>("token") : std::nullopt;
                 if (!token || *token < 0) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
                 if (*token > 0) {
                     h.token = *token;
+                    // The session's idle time (wait_timeout >= lease) starts after this statement,
+                    // so the hold is valid from its send time. A GET_LOCK that waited long left
+                    // little of that: one statement more starts the count again (contended
+                    // acquisitions only; an uncontended one costs nothing more).
+                    SteadyTime valid_from = sent;
+                    if (SteadyClock::now() - sent > h.lease / 3) {
+                        valid_from = SteadyClock::now();
+                        ++statements;
+                        s.conn->query_one("SELECT 1 AS alive");
+                    }
+                    h.valid_until.store(locks_detail::valid_until_from(valid_from, h.lease));
                     break;
                 }
                 if (SteadyClock::now() >= deadline || wait_s == 0.0) {
@@ -307,6 +319,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         Session& s = *mh->session;
         if (!s.mu.try_lock()) return;  // the holder is releasing it right now
         std::string why;
+        const auto sent = SteadyClock::now();
         try {
             why = session_problem(*mh, s);
         } catch (...) {  // only bad_alloc: session_problem handles the server's errors
@@ -314,7 +327,11 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             throw;
         }
         s.mu.unlock();
-        if (why.empty()) return;
+        if (why.empty()) {
+            // The check kept the session alive: its wait_timeout counts again from after `sent`.
+            locks_detail::HoldTable::extend(*h, sent);
+            return;
+        }
         {
             MutexLock sg(mu);
             ++stats.losses;

@@ -22,6 +22,7 @@
 #include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_client.h"
 #include "local_gate.h"
+#include "hold_table.h"  // locks_detail::valid_until_from: the validity every backend keeps
 #include "lock_log.h"
 
 namespace lockstep {
@@ -179,6 +180,9 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     struct Release;
     bool find_release_target(Release& rel, bool& client_closed) EXCLUDES(mutex);
     void found_gone_at_unlock(Release& rel) EXCLUDES(mutex);
+    // A release that failed (`failure`) of a hold already lost or past its validity: reported
+    // as the loss it is; true when it was (then a checked unlock threw LockLostError).
+    bool lost_before_failed_release(Release& rel, const std::exception& failure) EXCLUDES(mutex);
     void count_down(Release& rel) EXCLUDES(mutex);
     void forget(Release& rel) EXCLUDES(mutex);
     LockLostError lost_error(Release& rel) EXCLUDES(mutex);

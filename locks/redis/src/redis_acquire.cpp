@@ -215,7 +215,7 @@ bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<Hold>&
     if (r.status == AttemptStatus::Reentered) {
         MutexLock lock(mutex);
         ++held->count;
-        held->valid_until = std::max(held->valid_until, sent + held->lease);
+        held->valid_until = std::max(held->valid_until, locks_detail::valid_until_from(sent, held->lease));
         if (!held->renew) held->next_check = held->valid_until;
         return true;
     }
@@ -244,7 +244,7 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, Fence
     h->renew = settings.renew;
     h->count = 1;
     h->token = token;
-    h->valid_until = sent + settings.lease;
+    h->valid_until = locks_detail::valid_until_from(sent, settings.lease);
     h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
     stats.acquired.fetch_add(1);
     h->acquired_at = SteadyClock::now();

@@ -197,12 +197,26 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             auto state = std::make_shared<FairHold>();
             state->value = by == By::Script ? w.id : w.id + "#" + std::to_string(token);
             state->valid_until.store(leased_from + h.lease);
+            h.valid_until.store(locks_detail::valid_until_from(leased_from, h.lease));
             state->next_renew = h.renew ? leased_from + h.lease / 3 : leased_from + h.lease;
             state->first_due = state->next_renew;
             state->keys = std::move(k);  // the last use of k (and of key_views) in this acquisition
             state->channel_prefix = keys.channel_prefix();
             h.state = std::move(state);
             return true;
+        };
+        // L12: a grant by message is counted from the release that made it, which the waiter
+        // cannot see (the message may have spent most of the lease in flight). So the waiter
+        // confirms it with a renewal of its own before lock() returns, and counts its validity
+        // from that renewal's send time; a grant whose lease ran out in flight finds the key gone
+        // (or someone else's) and is not a hold. Returns the renewal's send time when confirmed.
+        auto confirm_grant = [&](FenceToken token) -> std::optional<SteadyTime> {
+            const auto confirm_sent = SteadyClock::now();
+            fault::point("locks.fair.before_confirm");  // tests: a grant that arrives late
+            auto r = redis->eval(fair_scripts::renew(), {keys.lock()}, {w.id + "#" + std::to_string(token), lease_arg});
+            r.throw_if_error();
+            if (r.integer() == 0) return std::nullopt;
+            return confirm_sent;
         };
         const bool can_wait = SteadyClock::now() < deadline;
         // A try first (acquired only if the lock is free and nobody waits: no barging), unless
@@ -252,14 +266,24 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                     }
                 }
                 if (SteadyClock::now() >= deadline) {
-                    if (auto token = take_out()) return done(*token, SteadyClock::now(), By::Grant);  // at the last moment
+                    if (auto token = take_out()) {  // granted at the last moment
+                        if (auto confirmed = confirm_grant(*token)) return done(*token, *confirmed, By::Grant);
+                    }
                     fault::point("locks.fair.leaving");
                     // A grant made after we left the room is undone here (the script sees it).
                     leave(keys, h.name, w.id, "");
                     return false;
                 }
                 if (auto token = take_out_if_granted(room, w, in_room)) {
-                    return done(*token, SteadyClock::now(), By::Grant);
+                    if (auto confirmed = confirm_grant(*token)) return done(*token, *confirmed, By::Grant);
+                    // The grant's lease ran out before it reached us: back in line.
+                    {
+                        MutexLock g(room->mu);
+                        w.granted = false;
+                        w.token = 0;
+                    }
+                    room = join_room(keys, h.name, w);
+                    in_room = true;
                 }
             }
         } catch (...) {
@@ -522,6 +546,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                 table.report_lost(h, LockLossReason::Expired, "a renewal found the hold gone");
             } else {
                 fh.valid_until.store(sent + h->lease);
+                locks_detail::HoldTable::extend(*h, sent);
                 fh.next_renew = sent + h->lease / 3;
                 fh.failing = false;
             }

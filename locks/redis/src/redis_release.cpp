@@ -49,6 +49,10 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
     try {
         answer = side.release(owner, rel.last);
     } catch (const std::exception& e) {
+        // Past its validity the hold was lost before this unlock, whatever the release's error
+        // says (a partitioned holder whose new connections are refused): reported as a loss,
+        // LockLostError for a checked unlock (L10, L11).
+        if (lost_before_failed_release(rel, e)) return;
         // The release may or may not have run. Stop renewing a last hold (its lease ends it at
         // the latest); count an inner one down.
         count_down(rel);
@@ -99,6 +103,21 @@ void RedisLockClient::Impl::found_gone_at_unlock(Release& rel) {
     forget(rel);
     if (loss) report(rel.held, *loss);
     if (rel.checked) throw lost_error(rel);
+}
+
+bool RedisLockClient::Impl::lost_before_failed_release(Release& rel, const std::exception& failure) {
+    std::optional<LockLoss> loss;
+    {
+        MutexLock lock(mutex);
+        if (!rel.held->lost && SteadyClock::now() < rel.held->valid_until) return false;
+        loss = mark_lost_locked(*rel.held, LockLossReason::Unreachable,
+                                std::string("its validity ended before unlock; the release failed: ") + failure.what());
+    }
+    stats.unlocks_of_lost_holds.fetch_add(1);
+    forget(rel);
+    if (loss) report(rel.held, *loss);
+    if (rel.checked) throw lost_error(rel);
+    return true;
 }
 
 // A last release forgets the hold; an inner one counts it down.

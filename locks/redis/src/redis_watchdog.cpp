@@ -104,7 +104,7 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
             const bool answered =
                 failure.empty() && i < replies.size() && replies[i].type() == RedisReply::Type::Integer;
             if (answered && replies[i].integer() == 1) {
-                h.valid_until = sent + h.lease;
+                h.valid_until = locks_detail::valid_until_from(sent, h.lease);
                 h.next_check = sent + h.lease / 3;
                 stats.renewals.fetch_add(1);
                 lock_log(spdlog::level::trace, h.side->name(), log_tag(*h.side), "renewed, lease {} ms",

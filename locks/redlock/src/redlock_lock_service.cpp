@@ -257,6 +257,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
             return false;
         }
         st->valid_until = valid_until;
+        h.valid_until.store(valid_until);  // the shared validity (hold_table.h): lost() from then on
         st->next_renew = start + h.lease / 3;
         st->first_due = h.renew ? st->next_renew : st->valid_until;
         h.token = token;
@@ -291,7 +292,9 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     void abandon(Hold& h) noexcept override {
         try {
             auto st = std::static_pointer_cast<RedlockHold>(h.state);
-            if (!st) return;
+            // A release already went to every master (release() failed or found it gone): one
+            // more fan-out would only wait the same timeouts again.
+            if (!st || st->released) return;
             st->released = true;
             release_on(std::vector<bool>(masters.size(), true), keys(h.name), st->owner, channel(h.name));
         } catch (...) {
@@ -317,6 +320,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         if (st.released) return;
         if (yes >= quorum && SteadyClock::now() < start + h->lease - drift(h->lease)) {
             st.valid_until = start + h->lease - drift(h->lease);
+            h->valid_until.store(std::max(h->valid_until.load(), st.valid_until));
             st.next_renew = start + h->lease / 3;
             quorum_renewals.fetch_add(1);
             return;

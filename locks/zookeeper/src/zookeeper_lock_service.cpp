@@ -175,6 +175,24 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         static_cast<State*>(ctx)->event(h, type, state, path ? path : "");
     }
 
+    // SUSPENDED (Curator's word): the client lost its connection. It declares that after hearing
+    // nothing for 2/3 of the session timeout T (libzookeeper's receive timeout), so it last heard
+    // from the ensemble at least now − 2T/3, and the ensemble may expire the session from that
+    // + T on. Every hold is valid until now + T/3 − drift unless the client reconnects first
+    // (L11: lost() turns true before a rival can be granted the lock). A reset connection is
+    // noticed at once, so this bound can end a hold up to 2T/3 before the session would expire:
+    // safe, never late.
+    void suspend_holds(zhandle_t* h) REQUIRES(mu) {
+        const std::chrono::milliseconds timeout(zoo_recv_timeout(h));
+        const SteadyTime bound = disconnected_since + timeout / 3 - locks_detail::validity_drift(timeout);
+        for (const auto& held : table.all()) {
+            SteadyTime current = held->valid_until.load();
+            while (bound < current && !held->valid_until.compare_exchange_weak(current, bound)) {
+            }
+        }
+        table.watch_validity(bound);
+    }
+
     void event(zhandle_t* h, int type, int state, const std::string& path) EXCLUDES(mu) {
         {
             MutexLock g(mu);
@@ -185,10 +203,16 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 if (state == ZOO_CONNECTED_STATE) {
                     disconnected_since = {};
                     unreachable_reported = false;
+                    // Connected in the same session: the ensemble has not expired it, the holds
+                    // are valid again for as long as the connection lasts.
+                    for (const auto& held : table.all()) {
+                        if (!held->lost.load()) held->valid_until.store(SteadyTime::max());
+                    }
                 } else if (state == ZOO_EXPIRED_SESSION_STATE) {
                     end_session();
                 } else if (disconnected_since == SteadyTime{}) {
                     disconnected_since = SteadyClock::now();
+                    suspend_holds(h);
                 }
             } else if (!path.empty()) {
                 if (auto it = watches.find(path); it != watches.end()) {
@@ -674,10 +698,13 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return false;
             if (connection_lost(rc) && attempt < 5) {
                 // A repeated delete of a deleted node answers ZNONODE: then it was ours. A
-                // session that expired meanwhile took the node: the hold was lost.
-                if (wait_connected(SteadyTime::max())) continue;
+                // session that expired meanwhile took the node: the hold was lost. Waiting for
+                // the connection ends with the hold's validity (L11): past it the node may be
+                // gone with the session, and the release is a loss, not a wait.
+                if (wait_connected(hold.valid_until.load())) continue;
                 MutexLock g(mu);
                 if (expired || session != zh_hold->session) return false;
+                if (SteadyClock::now() >= hold.valid_until.load()) return false;
             }
             fail(rc, "delete " + zh_hold->path);
         }

@@ -16,6 +16,14 @@
 //   - A fencing token per new acquisition, strictly greater than every earlier token of the name
 //     on that backend (re-entry returns the hold's token): pass it to db/fenced_write.h so a
 //     paused holder's late write is refused (L5, L8).
+//   - Validity on the holder's own clock (L11): a hold is valid until `sent + lease − drift`,
+//     `sent` being the send time of its acquisition or of the last renewal the server
+//     acknowledged (drift: max(2 ms, 1% of the lease)); lost() is true from then on, before the
+//     server can give the lock to anyone else, whatever the network does, and on_lost fires at
+//     that instant (the hold table's expiry thread), not when a hanging renewal gives up. Redis,
+//     fair Redis, Redlock and MySQL count from their scripts' / statements' send times; ZooKeeper
+//     holds are valid while the session is connected and for T/3 − drift after a disconnection
+//     (T: the session timeout); the in-memory backend has no lease.
 //   - A lost hold is never silent (L10) and never kills the process: lost() turns true, the
 //     on_lost callbacks run once, and unlock() logs it and returns (it never throws over a loss
 //     or a failed release, so a std guard is always safe). unlock_checked() throws LockLostError
@@ -63,7 +71,7 @@ public:
     // failed (the hold is forgotten either way).
     void unlock_checked() { unlock_as(UnlockMode::Throw); }
 
-    // The calling thread's hold is known lost. No round trip.
+    // The calling thread's hold is known lost or past its validity. No round trip.
     virtual bool lost() const = 0;
     // The calling thread's reentrant count; 0 when it does not hold the lock.
     virtual int hold_count() const = 0;
