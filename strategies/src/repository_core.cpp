@@ -296,39 +296,18 @@ void RepositoryCore::State::retry_delete(const std::string& key) {
 
 RepositoryMetrics RepositoryCore::State::metrics() const {
     RepositoryMetrics m;
-    auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    m.hits = get(c.hits);
-    m.negative_hits = get(c.negative_hits);
-    m.misses = get(c.misses);
-    m.loads = get(c.loads);
-    m.fills = get(c.fills);
-    m.stale_sets_refused = get(c.stale_sets_refused);
-    m.guard_waits = get(c.guard_waits);
-    m.guard_timeouts = get(c.guard_timeouts);
-    m.decode_errors = get(c.decode_errors);
-    m.cache_errors = get(c.cache_errors);
-    m.degraded_reads = get(c.degraded_reads);
-    m.deletes = get(c.deletes);
-    m.deletes_failed = get(c.deletes_failed);
-    m.deletes_retried = get(c.deletes_retried);
-    m.deletes_abandoned = get(c.deletes_abandoned);
+#define LOCKSTEP_COUNTER(name, help) m.name = c.name.load(std::memory_order_relaxed);
+#define LOCKSTEP_GAUGE(name, help)
+#define LOCKSTEP_REPLICA_COUNTER(name, help)
+#define LOCKSTEP_HISTOGRAM(name, help) m.latency.name = lat.name.snapshot();
+#include "lockstep/strategies/repository_metrics.def"
     {
         MutexLock lock(retry_mutex);
         m.deletes_pending = pending_deletes.size();
     }
-    m.lock_waits = get(c.lock_waits);
-    m.lock_timeouts = get(c.lock_timeouts);
-    m.locks_lost = get(c.locks_lost);
     m.replica_loads = replica->replica_loads();
     m.primary_loads_recent = replica->primary_loads();
     m.recent_marks_failed = replica->marks_failed();
-    m.latency.hit = lat.hit.snapshot();
-    m.latency.miss_load = lat.miss_load.snapshot();
-    m.latency.fill = lat.fill.snapshot();
-    m.latency.write = lat.write.snapshot();
-    m.latency.lock_wait = lat.lock_wait.snapshot();
-    m.latency.lock_hold = lat.lock_hold.snapshot();
-    m.latency.cache_error = lat.cache_error.snapshot();
     return m;
 }
 

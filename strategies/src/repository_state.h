@@ -36,16 +36,19 @@ namespace lockstep::detail {
 
 using Clock = std::chrono::steady_clock;
 
+// The repository's own counters: one atomic per LOCKSTEP_COUNTER of repository_metrics.def.
 struct Counters {
-    std::atomic<std::uint64_t> hits{0}, negative_hits{0}, misses{0}, loads{0}, fills{0}, stale_sets_refused{0},
-        guard_waits{0}, guard_timeouts{0}, decode_errors{0}, cache_errors{0}, degraded_reads{0}, deletes{0},
-        deletes_failed{0}, deletes_retried{0}, deletes_abandoned{0}, lock_waits{0}, lock_timeouts{0}, locks_lost{0};
+#define LOCKSTEP_COUNTER(name, help) std::atomic<std::uint64_t> name{0};
+#define LOCKSTEP_GAUGE(name, help)
+#define LOCKSTEP_REPLICA_COUNTER(name, help)
+#include "lockstep/strategies/repository_metrics.def"
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
 
 struct Latencies {
-    LatencyHistogram hit, miss_load, fill, write, lock_wait, lock_hold, cache_error;
+#define LOCKSTEP_HISTOGRAM(name, help) LatencyHistogram name;
+#include "lockstep/strategies/repository_metrics.def"
 };
 
 // Debug lines that let an operator follow one key through the read and write paths (hit, miss,
