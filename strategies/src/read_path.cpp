@@ -1,5 +1,28 @@
-// The read path of RepositoryCore: hits, misses, the stampede guard, negative caching,
-// backfills per the strategy's FillMode, and the fall-back to the database when the cache fails.
+// The read path of a repository: a GET, then on a miss the stages that load the row and fill
+// the entry, each closing one race of RACES.md (docs/races.md):
+//
+//   read_one      ReadWrite: the key's shared lock around the read, so no write's cache step
+//                 runs between our database read and our fill (C2 closed by locking).
+//   read_unlocked GET; a value or a cached "not found" (C7) answers; a marker or nothing is a
+//                 miss; an entry that does not decode is deleted only if unchanged (deliver).
+//   miss          Mutex: the key's lock, then the entry read again under it (the holder we
+//                 waited for may have filled it): one loader per key by locking (C6, C2).
+//   fetch         one loader per key across processes by marker (C6): the claim puts a marker;
+//                 the others poll for the value for at most guard_wait, then read the database
+//                 without filling. Under Lease the marker is the lease: a write's DEL removes
+//                 it, and the fill that needs it is refused (C2, C4 for any delay).
+//   load          the row from the primary, or from the replica unless the key was written
+//                 recently (C10).
+//   fill_one      the entry, stored only if no newer version is cached (IfNewer: C1, C11) or
+//                 only if our marker is still there (IfMarker: C2); versions come from the
+//                 row's own version column, never from the reader's clock.
+//
+// Which of these races a repository closes depends on its strategy and lock mode (the matrix in
+// docs/strategies.md). Whatever they are: a read whose cache step failed reads the database and
+// does not fill; a fill carries the row's version and the strategy's FillMode, and the store's
+// script decides whether it lands; every hit records the hit latency, every miss the miss one.
+#include "read_path.h"
+
 #include <algorithm>
 #include <random>
 #include <thread>
@@ -7,9 +30,9 @@
 
 #include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/strategies/cache_entry.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/strategies/fault_points.h"
-#include "repository_state.h"
 
 namespace lockstep::detail {
 
@@ -17,28 +40,32 @@ namespace {
 constexpr std::chrono::milliseconds kFirstPoll{1};
 constexpr std::chrono::milliseconds kMaxPoll{25};
 constexpr int kMaxCorruptRetries = 3;
+
+// 32 random hex digits: a marker's token.
+std::string random_token() {
+    thread_local std::mt19937_64 rng = [] {
+        std::random_device rd;
+        std::seed_seq seq{rd(), rd(), rd(), rd(),
+                          static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id()))};
+        return std::mt19937_64(seq);
+    }();
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out(32, '0');
+    for (int half = 0; half < 2; ++half) {
+        std::uint64_t bits = rng();
+        for (int j = 0; j < 16; ++j) out[half * 16 + j] = hex[(bits >> (j * 4)) & 0xF];
+    }
+    return out;
+}
 }  // namespace
 
-bool RepositoryCore::State::uses_marker() const {
-    if (strategy->fill_mode() == FillMode::IfMarker) return true;  // the lease itself
+bool ReadPath::uses_marker() const {
+    if (config_.strategy->fill_mode() == FillMode::IfMarker) return true;  // the lease itself
     // Under Mutex the lock already makes one loader per key; a marker would add nothing.
-    return opts.stampede_guard && opts.lock_mode != LockMode::Mutex;
+    return config_.opts.stampede_guard && config_.opts.lock_mode != LockMode::Mutex;
 }
 
-std::chrono::milliseconds RepositoryCore::State::value_ttl() const {
-    auto ttl = opts.ttl;
-    if (opts.ttl_jitter.count() > 0) {
-        thread_local std::mt19937_64 rng{std::random_device{}()};
-        ttl += std::chrono::milliseconds(std::uniform_int_distribution<long long>(0, opts.ttl_jitter.count())(rng));
-    }
-    return std::max(strategy->entry_ttl(ttl), std::chrono::milliseconds(1));
-}
-
-std::chrono::milliseconds RepositoryCore::State::negative_ttl() const {
-    return std::max(strategy->entry_ttl(opts.negative_ttl), std::chrono::milliseconds(1));
-}
-
-Delivered RepositoryCore::State::deliver(const std::string& key, const std::string& bytes, ValueSink& sink,
+ReadPath::Delivered ReadPath::deliver(const std::string& key, const std::string& bytes, ValueSink& sink,
                                          std::size_t i) {
     auto entry = CacheEntry::decode(bytes);
     std::string problem;
@@ -58,28 +85,28 @@ Delivered RepositoryCore::State::deliver(const std::string& key, const std::stri
     }
     // Undecodable: a miss. Delete it only if it still holds these bytes (someone may have
     // replaced it with a good entry meanwhile).
-    bump(c.decode_errors);
-    logger()->warn("repository '{}': deleting cache entry {} ({} bytes): {}", spec.name, key, bytes.size(), problem);
+    bump(stats_.c.decode_errors);
+    logger()->warn("repository '{}': deleting cache entry {} ({} bytes): {}", config_.spec.name, key, bytes.size(), problem);
     try {
-        store->remove_if_equals(key, bytes);
+        config_.store->remove_if_equals(key, bytes);
     } catch (const Error& e) {
-        cache_failed(e, "delete of an undecodable entry");
+        health_.failed(e, "delete of an undecodable entry");
     }
     return Delivered::Corrupt;
 }
 
-std::optional<std::int64_t> RepositoryCore::State::load(std::int64_t id, ValueSink& sink, std::size_t i) {
-    auto row = (replica->enabled() ? replica->pool_for(keys.value(id)) : db).query_one(sql.select_one, {id});
-    bump(c.loads);
-    if (logger()->should_log(spdlog::level::debug)) trace(keys.value(id), "loaded from the database ({})", row ? "row" : "no row");
+std::optional<std::int64_t> ReadPath::load(std::int64_t id, ValueSink& sink, std::size_t i) {
+    auto row = (replica_.enabled() ? replica_.pool_for(config_.keys.value(id)) : config_.db).query_one(config_.sql.select_one, {id});
+    bump(stats_.c.loads);
+    if (logger()->should_log(spdlog::level::debug)) trace_(config_.keys.value(id), "loaded from the database ({})", row ? "row" : "no row");
     fault::point(repo_points::after_db_read);
     if (!row) return std::nullopt;
-    const std::int64_t version = row->get<std::int64_t>(spec.version_column);
+    const std::int64_t version = row->get<std::int64_t>(config_.spec.version_column);
     sink.from_db(i, version, *row);
     return version;
 }
 
-std::optional<Fill> RepositoryCore::State::make_fill(const std::string& key, std::optional<std::int64_t> version,
+std::optional<Fill> ReadPath::make_fill(const std::string& key, std::optional<std::int64_t> version,
                                                      ValueSink& sink, std::size_t i, const std::string* marker) {
     Fill f;
     f.key = key;
@@ -89,21 +116,21 @@ std::optional<Fill> RepositoryCore::State::make_fill(const std::string& key, std
         } catch (const std::exception& e) {
             // The value is good (it came from the database); only caching it is impossible.
             // Every read of this key will hit this: count each, log at most once a second.
-            bump(c.cache_errors);
-            if (trace_limit.allow_warning()) {
+            bump(stats_.c.cache_errors);
+            if (trace_.allow_warning()) {
                 logger()->warn("repository '{}': cannot encode the value of {} for the cache ({} cache errors so far): {}",
-                               spec.name, key, c.cache_errors.load(), e.what());
+                               config_.spec.name, key, stats_.c.cache_errors.load(), e.what());
             }
             return std::nullopt;
         }
-        f.ttl = value_ttl();
+        f.ttl = config_.value_ttl();
         f.version = version;
     } else {
-        if (opts.negative_ttl.count() == 0) return std::nullopt;
+        if (config_.opts.negative_ttl.count() == 0) return std::nullopt;
         f.entry = CacheEntry::encode_not_found();
-        f.ttl = negative_ttl();
+        f.ttl = config_.negative_ttl();
     }
-    f.mode = strategy->fill_mode();
+    f.mode = config_.strategy->fill_mode();
     if (f.mode == FillMode::IfMarker) {
         if (marker == nullptr) return std::nullopt;  // Lease: no marker, no fill
         f.marker = *marker;
@@ -111,16 +138,7 @@ std::optional<Fill> RepositoryCore::State::make_fill(const std::string& key, std
     return f;
 }
 
-void RepositoryCore::State::count_fill(FillOutcome outcome) {
-    switch (outcome) {
-        case FillOutcome::Stored: bump(c.fills); break;
-        case FillOutcome::Refused: bump(c.stale_sets_refused); break;
-        case FillOutcome::Unchanged:
-        case FillOutcome::Cleared: break;
-    }
-}
-
-void RepositoryCore::State::fill_one(const std::string& key, std::optional<std::int64_t> version, ValueSink& sink,
+void ReadPath::fill_one(const std::string& key, std::optional<std::int64_t> version, ValueSink& sink,
                                      std::size_t i, const std::string* marker) {
     auto f = make_fill(key, version, sink, i, marker);
     if (!f) {
@@ -129,31 +147,31 @@ void RepositoryCore::State::fill_one(const std::string& key, std::optional<std::
     }
     const auto t0 = Clock::now();
     try {
-        const auto outcome = store->fill(*f);
-        lat.fill.record(Clock::now() - t0);
-        count_fill(outcome);
+        const auto outcome = config_.store->fill(*f);
+        stats_.lat.fill.record(Clock::now() - t0);
+        stats_.count_fill(outcome);
         if (outcome == FillOutcome::Refused) {
-            trace(key, "fill of v{} refused: {}", version.value_or(0),
+            trace_(key, "fill of v{} refused: {}", version.value_or(0),
                   f->mode == FillMode::IfMarker ? "the reader's marker is gone (a write or an eviction since the miss)"
                                                 : "a newer version is cached");
         } else {
-            trace(key, "filled v{}", version.value_or(0));
+            trace_(key, "filled v{}", version.value_or(0));
         }
     } catch (const Error& e) {
-        lat.cache_error.record(Clock::now() - t0);
-        cache_failed(e, "backfill of " + key);
+        stats_.lat.cache_error.record(Clock::now() - t0);
+        health_.failed(e, "backfill of " + key);
     }
 }
 
-void RepositoryCore::State::give_back_marker(const std::string& key, const std::string& marker) {
+void ReadPath::give_back_marker(const std::string& key, const std::string& marker) {
     try {
-        store->remove_if_equals(key, marker);
+        config_.store->remove_if_equals(key, marker);
     } catch (const Error& e) {
-        cache_failed(e, "release of a marker");  // it expires with marker_ttl anyway
+        health_.failed(e, "release of a marker");  // it expires with marker_ttl anyway
     }
 }
 
-bool RepositoryCore::State::load_and_fill(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
+bool ReadPath::load_and_fill(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
                                           const std::string* marker) {
     std::optional<std::int64_t> version;
     try {
@@ -168,7 +186,7 @@ bool RepositoryCore::State::load_and_fill(std::int64_t id, const std::string& ke
 }
 
 // A miss, after the lock (if any): one loader per key (marker), the others wait for its value.
-bool RepositoryCore::State::fetch(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+bool ReadPath::fetch(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
     if (!uses_marker()) return load_and_fill(id, key, sink, i, nullptr);
 
     bool waiting = false;
@@ -179,10 +197,10 @@ bool RepositoryCore::State::fetch(std::int64_t id, const std::string& key, Value
         const std::string marker = CacheEntry::encode_marker(random_token());
         Claim claim;
         try {
-            claim = store->claim(key, marker, opts.marker_ttl);
+            claim = config_.store->claim(key, marker, config_.opts.marker_ttl);
         } catch (const Error& e) {
-            cache_failed(e, "claim of " + key);
-            bump(c.degraded_reads);
+            health_.failed(e, "claim of " + key);
+            bump(stats_.c.degraded_reads);
             return load(id, sink, i).has_value();
         }
         if (claim.result == Claim::Result::Claimed) return load_and_fill(id, key, sink, i, &marker);
@@ -197,11 +215,11 @@ bool RepositoryCore::State::fetch(std::int64_t id, const std::string& key, Value
             }
         }
         // Busy: another reader is loading this key.
-        if (!opts.stampede_guard) return load(id, sink, i).has_value();  // Lease without waiting
+        if (!config_.opts.stampede_guard) return load(id, sink, i).has_value();  // Lease without waiting
         if (!waiting) {
             waiting = true;
-            bump(c.guard_waits);
-            deadline = Clock::now() + opts.guard_wait;
+            bump(stats_.c.guard_waits);
+            deadline = Clock::now() + config_.opts.guard_wait;
         }
         bool claim_again = false;
         while (!claim_again) {
@@ -209,17 +227,17 @@ bool RepositoryCore::State::fetch(std::int64_t id, const std::string& key, Value
             if (now >= deadline) {
                 // The loader is slow or gone: read for ourselves, but do not fill (the loader's
                 // fill, or the next reader's, will).
-                bump(c.guard_timeouts);
+                bump(stats_.c.guard_timeouts);
                 return load(id, sink, i).has_value();
             }
             std::this_thread::sleep_for(std::min<Clock::duration>(poll, deadline - now));
             poll = std::min(poll * 2, kMaxPoll);
             std::optional<std::string> entry;
             try {
-                entry = store->get(key);
+                entry = config_.store->get(key);
             } catch (const Error& e) {
-                cache_failed(e, "read of " + key);
-                bump(c.degraded_reads);
+                health_.failed(e, "read of " + key);
+                bump(stats_.c.degraded_reads);
                 return load(id, sink, i).has_value();
             }
             if (!entry) {
@@ -236,28 +254,28 @@ bool RepositoryCore::State::fetch(std::int64_t id, const std::string& key, Value
     }
 }
 
-std::optional<bool> RepositoryCore::State::lock_or_load(KeyLock& lock, std::int64_t id, ValueSink& sink,
+std::optional<bool> ReadPath::lock_or_load(KeyLock& lock, std::int64_t id, ValueSink& sink,
                                                       std::size_t i) {
     switch (lock.acquire()) {
         case KeyLock::Outcome::Held:
         case KeyLock::Outcome::NotNeeded: return std::nullopt;
         case KeyLock::Outcome::TimedOut: break;  // held longer than lock_wait: read without filling
-        case KeyLock::Outcome::Unavailable: bump(c.degraded_reads); break;
+        case KeyLock::Outcome::Unavailable: bump(stats_.c.degraded_reads); break;
     }
     return load(id, sink, i).has_value();
 }
 
-bool RepositoryCore::State::miss(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
-    if (opts.lock_mode != LockMode::Mutex) return fetch(id, key, sink, i);
-    KeyLock lock(*this, id, KeyLock::Side::Exclusive);
+bool ReadPath::miss(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+    if (config_.opts.lock_mode != LockMode::Mutex) return fetch(id, key, sink, i);
+    KeyLock lock(locks_, id, KeyLock::Side::Exclusive);
     if (auto loaded = lock_or_load(lock, id, sink, i)) return *loaded;
     // Re-check under the lock: the holder we waited for may have filled it.
     std::optional<std::string> entry;
     try {
-        entry = store->get(key);
+        entry = config_.store->get(key);
     } catch (const Error& e) {
-        cache_failed(e, "read of " + key);
-        bump(c.degraded_reads);
+        health_.failed(e, "read of " + key);
+        bump(stats_.c.degraded_reads);
         bool found = load(id, sink, i).has_value();
         lock.release();
         return found;
@@ -275,59 +293,59 @@ bool RepositoryCore::State::miss(std::int64_t id, const std::string& key, ValueS
     return found;
 }
 
-bool RepositoryCore::State::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
-    if (!cache_usable()) {
-        bump(c.degraded_reads);
+bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+    if (!health_.usable()) {
+        bump(stats_.c.degraded_reads);
         return load(id, sink, i).has_value();
     }
     const auto t0 = Clock::now();
     std::optional<std::string> entry;
     try {
-        entry = store->get(key);
+        entry = config_.store->get(key);
     } catch (const Error& e) {
-        lat.cache_error.record(Clock::now() - t0);
-        cache_failed(e, "read of " + key);
-        bump(c.degraded_reads);
+        stats_.lat.cache_error.record(Clock::now() - t0);
+        health_.failed(e, "read of " + key);
+        bump(stats_.c.degraded_reads);
         return load(id, sink, i).has_value();
     }
     if (entry) {
         switch (deliver(key, *entry, sink, i)) {
             case Delivered::Value:
-                bump(c.hits);
-                lat.hit.record(Clock::now() - t0);
-                trace(key, "hit");
+                bump(stats_.c.hits);
+                stats_.lat.hit.record(Clock::now() - t0);
+                trace_(key, "hit");
                 return true;
             case Delivered::NotFound:
-                bump(c.negative_hits);
-                lat.hit.record(Clock::now() - t0);
-                trace(key, "hit (not found)");
+                bump(stats_.c.negative_hits);
+                stats_.lat.hit.record(Clock::now() - t0);
+                trace_(key, "hit (not found)");
                 return false;
             case Delivered::Marker: break;  // someone is loading: fetch() waits for it
             case Delivered::Corrupt: break;
         }
     }
-    bump(c.misses);
-    trace(key, "miss");
+    bump(stats_.c.misses);
+    trace_(key, "miss");
     const bool found = miss(id, key, sink, i);
-    lat.miss_load.record(Clock::now() - t0);
+    stats_.lat.miss_load.record(Clock::now() - t0);
     return found;
 }
 
-bool RepositoryCore::State::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
-    const std::string key = keys.value(id);
-    if (opts.lock_mode != LockMode::ReadWrite) return read_unlocked(id, key, sink, i);
-    if (!cache_usable()) {
-        bump(c.degraded_reads);
+bool ReadPath::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
+    const std::string key = config_.keys.value(id);
+    if (config_.opts.lock_mode != LockMode::ReadWrite) return read_unlocked(id, key, sink, i);
+    if (!health_.usable()) {
+        bump(stats_.c.degraded_reads);
         return load(id, sink, i).has_value();
     }
-    KeyLock lock(*this, id, KeyLock::Side::Shared);
+    KeyLock lock(locks_, id, KeyLock::Side::Shared);
     if (auto loaded = lock_or_load(lock, id, sink, i)) return *loaded;
     bool found = read_unlocked(id, key, sink, i);
     lock.release();
     return found;
 }
 
-std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& ids, ValueSink& sink) {
+std::vector<bool> ReadPath::get(const std::vector<std::int64_t>& ids, ValueSink& sink) {
     std::vector<bool> found(ids.size(), false);
     if (ids.empty()) return found;
     if (ids.size() == 1) {
@@ -355,7 +373,7 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
     // version per item (nullopt: no row).
     auto batch_keys = [&](const std::vector<std::size_t>& items, std::size_t start, std::size_t n) {
         std::vector<std::string> out;
-        for (std::size_t j = start; j < start + n; ++j) out.push_back(keys.value(ids[items[j]]));
+        for (std::size_t j = start; j < start + n; ++j) out.push_back(config_.keys.value(ids[items[j]]));
         return out;
     };
     auto load_batch = [&](const std::vector<std::size_t>& items) {
@@ -371,16 +389,16 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
                 params.emplace_back(ids[item]);
                 item_of[ids[item]] = item;
             }
-            auto& from = replica->enabled() ? replica->pool_for(batch_keys(items, start, n)) : db;
-            auto rows = from.query(sql.select_in(padded), params);
-            bump(c.loads, n);
+            auto& from = replica_.enabled() ? replica_.pool_for(batch_keys(items, start, n)) : config_.db;
+            auto rows = from.query(config_.sql.select_in(padded), params);
+            bump(stats_.c.loads, n);
             fault::point(repo_points::after_db_read);
             for (std::size_t j = start; j < start + n; ++j) versions[items[j]] = std::nullopt;
             for (const auto& row : rows) {
-                const auto id = row.get<std::int64_t>(spec.key_column);
+                const auto id = row.get<std::int64_t>(config_.spec.key_column);
                 auto it = item_of.find(id);
                 if (it == item_of.end()) continue;
-                const auto version = row.get<std::int64_t>(spec.version_column);
+                const auto version = row.get<std::int64_t>(config_.spec.version_column);
                 sink.from_db(it->second, version, row);
                 versions[it->second] = version;
             }
@@ -388,13 +406,13 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
         return versions;
     };
 
-    const bool per_key = opts.lock_mode == LockMode::ReadWrite;
+    const bool per_key = config_.opts.lock_mode == LockMode::ReadWrite;
     if (per_key) {
         for (std::size_t i : unique) found[i] = read_one(ids[i], sink, i);
         return finish();
     }
-    if (!cache_usable()) {
-        bump(c.degraded_reads, unique.size());
+    if (!health_.usable()) {
+        bump(stats_.c.degraded_reads, unique.size());
         for (auto& [item, version] : load_batch(unique)) found[item] = version.has_value();
         return finish();
     }
@@ -402,15 +420,15 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
     std::vector<std::string> keys_of(ids.size());
     std::vector<std::string> unique_keys;
     for (std::size_t i : unique) {
-        keys_of[i] = keys.value(ids[i]);
+        keys_of[i] = config_.keys.value(ids[i]);
         unique_keys.push_back(keys_of[i]);
     }
     std::vector<std::optional<std::string>> entries;
     try {
-        entries = store->get_many(unique_keys);
+        entries = config_.store->get_many(unique_keys);
     } catch (const Error& e) {
-        cache_failed(e, "batch read");
-        bump(c.degraded_reads, unique.size());
+        health_.failed(e, "batch read");
+        bump(stats_.c.degraded_reads, unique.size());
         for (auto& [item, version] : load_batch(unique)) found[item] = version.has_value();
         return finish();
     }
@@ -420,19 +438,19 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
     for (std::size_t u = 0; u < unique.size(); ++u) {
         const std::size_t i = unique[u];
         if (!entries[u]) {
-            bump(c.misses);
+            bump(stats_.c.misses);
             missed.push_back(i);
             continue;
         }
         switch (deliver(keys_of[i], *entries[u], sink, i)) {
-            case Delivered::Value: bump(c.hits); found[i] = true; break;
-            case Delivered::NotFound: bump(c.negative_hits); break;
-            case Delivered::Marker: bump(c.misses); one_by_one.push_back(i); break;
-            case Delivered::Corrupt: bump(c.misses); missed.push_back(i); break;
+            case Delivered::Value: bump(stats_.c.hits); found[i] = true; break;
+            case Delivered::NotFound: bump(stats_.c.negative_hits); break;
+            case Delivered::Marker: bump(stats_.c.misses); one_by_one.push_back(i); break;
+            case Delivered::Corrupt: bump(stats_.c.misses); missed.push_back(i); break;
         }
     }
 
-    if (opts.lock_mode == LockMode::Mutex) {
+    if (config_.opts.lock_mode == LockMode::Mutex) {
         // Each miss under its own lock, re-checked (lock_mode.h).
         for (std::size_t i : missed) found[i] = miss(ids[i], keys_of[i], sink, i);
         for (std::size_t i : one_by_one) found[i] = miss(ids[i], keys_of[i], sink, i);
@@ -449,10 +467,10 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
         }
         std::vector<Claim> claims;
         try {
-            claims = store->claim_many(claim_keys, claim_markers, opts.marker_ttl);
+            claims = config_.store->claim_many(claim_keys, claim_markers, config_.opts.marker_ttl);
         } catch (const Error& e) {
-            cache_failed(e, "batch claim");
-            bump(c.degraded_reads, missed.size());
+            health_.failed(e, "batch claim");
+            bump(stats_.c.degraded_reads, missed.size());
             for (auto& [item, version] : load_batch(missed)) found[item] = version.has_value();
             for (std::size_t i : one_by_one) found[i] = fetch(ids[i], keys_of[i], sink, i);
             return finish();
@@ -501,11 +519,11 @@ std::vector<bool> RepositoryCore::State::get(const std::vector<std::int64_t>& id
         if (!fills.empty()) {
             const auto t0 = Clock::now();
             try {
-                for (auto outcome : store->fill_many(fills)) count_fill(outcome);
-                lat.fill.record(Clock::now() - t0);
+                for (auto outcome : config_.store->fill_many(fills)) stats_.count_fill(outcome);
+                stats_.lat.fill.record(Clock::now() - t0);
             } catch (const Error& e) {
-                lat.cache_error.record(Clock::now() - t0);
-                cache_failed(e, "batch backfill");
+                stats_.lat.cache_error.record(Clock::now() - t0);
+                health_.failed(e, "batch backfill");
             }
         }
     }
