@@ -200,8 +200,7 @@ bool ReadPath::fetch(std::int64_t id, const std::string& key, ValueSink& sink, s
             claim = config_.store->claim(key, marker, config_.opts.marker_ttl);
         } catch (const Error& e) {
             health_.failed(e, "claim of " + key);
-            bump(stats_.c.degraded_reads);
-            return load(id, sink, i).has_value();
+            return load_degraded(id, sink, i);
         }
         if (claim.result == Claim::Result::Claimed) return load_and_fill(id, key, sink, i, &marker);
         if (claim.result == Claim::Result::Present) {
@@ -237,8 +236,7 @@ bool ReadPath::fetch(std::int64_t id, const std::string& key, ValueSink& sink, s
                 entry = config_.store->get(key);
             } catch (const Error& e) {
                 health_.failed(e, "read of " + key);
-                bump(stats_.c.degraded_reads);
-                return load(id, sink, i).has_value();
+                return load_degraded(id, sink, i);
             }
             if (!entry) {
                 claim_again = true;  // the loader gave up, or a write deleted its marker
@@ -275,8 +273,7 @@ bool ReadPath::miss(std::int64_t id, const std::string& key, ValueSink& sink, st
         entry = config_.store->get(key);
     } catch (const Error& e) {
         health_.failed(e, "read of " + key);
-        bump(stats_.c.degraded_reads);
-        bool found = load(id, sink, i).has_value();
+        bool found = load_degraded(id, sink, i);
         lock.release();
         return found;
     }
@@ -293,31 +290,18 @@ bool ReadPath::miss(std::int64_t id, const std::string& key, ValueSink& sink, st
     return found;
 }
 
-bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
-    if (!health_.usable()) {
-        bump(stats_.c.degraded_reads);
-        return load(id, sink, i).has_value();
-    }
-    const auto t0 = Clock::now();
-    std::optional<std::string> entry;
-    try {
-        entry = config_.store->get(key);
-    } catch (const Error& e) {
-        stats_.lat.cache_error.record(Clock::now() - t0);
-        health_.failed(e, "read of " + key);
-        bump(stats_.c.degraded_reads);
-        return load(id, sink, i).has_value();
-    }
+std::optional<bool> ReadPath::answer(const std::string& key, const std::optional<std::string>& entry,
+                                     ValueSink& sink, std::size_t i, Clock::time_point started) {
     if (entry) {
         switch (deliver(key, *entry, sink, i)) {
             case Delivered::Value:
                 bump(stats_.c.hits);
-                stats_.lat.hit.record(Clock::now() - t0);
+                stats_.lat.hit.record(Clock::now() - started);
                 trace_(key, "hit");
                 return true;
             case Delivered::NotFound:
                 bump(stats_.c.negative_hits);
-                stats_.lat.hit.record(Clock::now() - t0);
+                stats_.lat.hit.record(Clock::now() - started);
                 trace_(key, "hit (not found)");
                 return false;
             case Delivered::Marker: break;  // someone is loading: fetch() waits for it
@@ -326,6 +310,26 @@ bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink&
     }
     bump(stats_.c.misses);
     trace_(key, "miss");
+    return std::nullopt;
+}
+
+bool ReadPath::load_degraded(std::int64_t id, ValueSink& sink, std::size_t i) {
+    bump(stats_.c.degraded_reads);
+    return load(id, sink, i).has_value();
+}
+
+bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+    if (!health_.usable()) return load_degraded(id, sink, i);
+    const auto t0 = Clock::now();
+    std::optional<std::string> entry;
+    try {
+        entry = config_.store->get(key);
+    } catch (const Error& e) {
+        stats_.lat.cache_error.record(Clock::now() - t0);
+        health_.failed(e, "read of " + key);
+        return load_degraded(id, sink, i);
+    }
+    if (auto answered = answer(key, entry, sink, i, t0)) return *answered;
     const bool found = miss(id, key, sink, i);
     stats_.lat.miss_load.record(Clock::now() - t0);
     return found;
@@ -333,11 +337,8 @@ bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink&
 
 bool ReadPath::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
     const std::string key = config_.keys.value(id);
-    if (config_.opts.lock_mode != LockMode::ReadWrite) return read_unlocked(id, key, sink, i);
-    if (!health_.usable()) {
-        bump(stats_.c.degraded_reads);
-        return load(id, sink, i).has_value();
-    }
+    if (locks_.mode() != LockMode::ReadWrite) return read_unlocked(id, key, sink, i);
+    if (!health_.usable()) return load_degraded(id, sink, i);
     KeyLock lock(locks_, id, KeyLock::Side::Shared);
     if (auto loaded = lock_or_load(lock, id, sink, i)) return *loaded;
     bool found = read_unlocked(id, key, sink, i);
@@ -345,190 +346,173 @@ bool ReadPath::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
     return found;
 }
 
+// ---- many ids: the same stages, with one round trip per stage for all of them ---------------
+
 std::vector<bool> ReadPath::get(const std::vector<std::int64_t>& ids, ValueSink& sink) {
     std::vector<bool> found(ids.size(), false);
-    if (ids.empty()) return found;
-    if (ids.size() == 1) {
-        found[0] = read_one(ids[0], sink, 0);
-        return found;
-    }
-    // Distinct ids; duplicates get a copy of the first occurrence at the end.
+    // Distinct ids; a duplicate gets a copy of its first occurrence at the end.
     std::unordered_map<std::int64_t, std::size_t> first;
-    std::vector<std::size_t> unique;  // item indexes
+    std::vector<Item> items;
     for (std::size_t i = 0; i < ids.size(); ++i) {
-        if (first.emplace(ids[i], i).second) unique.push_back(i);
+        if (first.emplace(ids[i], i).second) items.push_back({ids[i], config_.keys.value(ids[i]), i});
     }
-    auto finish = [&] {
-        for (std::size_t i = 0; i < ids.size(); ++i) {
-            std::size_t f = first[ids[i]];
-            if (f != i) {
-                found[i] = found[f];
-                if (found[f]) sink.copy(f, i);
-            }
-        }
-        return found;
-    };
+    if (items.size() == 1 || locks_.mode() == LockMode::ReadWrite) {
+        // Under ReadWrite every read holds its key's shared lock: one key at a time.
+        for (const auto& item : items) found[item.i] = read_one(item.id, sink, item.i);
+    } else {
+        read_many(items, sink, found);
+    }
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const std::size_t f = first[ids[i]];
+        if (f == i) continue;
+        found[i] = found[f];
+        if (found[f]) sink.copy(f, i);
+    }
+    return found;
+}
 
-    // Loads `items` from the database in batches (SELECT ... IN), delivering each; returns the
-    // version per item (nullopt: no row).
-    auto batch_keys = [&](const std::vector<std::size_t>& items, std::size_t start, std::size_t n) {
-        std::vector<std::string> out;
-        for (std::size_t j = start; j < start + n; ++j) out.push_back(config_.keys.value(ids[items[j]]));
-        return out;
-    };
-    auto load_batch = [&](const std::vector<std::size_t>& items) {
-        std::unordered_map<std::size_t, std::optional<std::int64_t>> versions;
-        for (std::size_t start = 0; start < items.size(); start += kMaxInBatch) {
-            const std::size_t n = std::min(kMaxInBatch, items.size() - start);
-            const std::size_t padded = in_batch_size(n);
-            SqlParams params;
-            params.reserve(padded);
-            std::unordered_map<std::int64_t, std::size_t> item_of;
-            for (std::size_t j = 0; j < padded; ++j) {
-                std::size_t item = items[start + std::min(j, n - 1)];  // pad by repeating the last id
-                params.emplace_back(ids[item]);
-                item_of[ids[item]] = item;
-            }
-            auto& from = replica_.enabled() ? replica_.pool_for(batch_keys(items, start, n)) : config_.db;
-            auto rows = from.query(config_.sql.select_in(padded), params);
-            bump(stats_.c.loads, n);
-            fault::point(repo_points::after_db_read);
-            for (std::size_t j = start; j < start + n; ++j) versions[items[j]] = std::nullopt;
-            for (const auto& row : rows) {
-                const auto id = row.get<std::int64_t>(config_.spec.key_column);
-                auto it = item_of.find(id);
-                if (it == item_of.end()) continue;
-                const auto version = row.get<std::int64_t>(config_.spec.version_column);
-                sink.from_db(it->second, version, row);
-                versions[it->second] = version;
-            }
-        }
-        return versions;
-    };
-
-    const bool per_key = config_.opts.lock_mode == LockMode::ReadWrite;
-    if (per_key) {
-        for (std::size_t i : unique) found[i] = read_one(ids[i], sink, i);
-        return finish();
-    }
-    if (!health_.usable()) {
-        bump(stats_.c.degraded_reads, unique.size());
-        for (auto& [item, version] : load_batch(unique)) found[item] = version.has_value();
-        return finish();
-    }
-
-    std::vector<std::string> keys_of(ids.size());
-    std::vector<std::string> unique_keys;
-    for (std::size_t i : unique) {
-        keys_of[i] = config_.keys.value(ids[i]);
-        unique_keys.push_back(keys_of[i]);
-    }
+void ReadPath::read_many(const std::vector<Item>& items, ValueSink& sink, std::vector<bool>& found) {
+    if (!health_.usable()) return load_degraded(items, sink, found);
+    const auto t0 = Clock::now();
+    std::vector<std::string> keys;
+    for (const auto& item : items) keys.push_back(item.key);
     std::vector<std::optional<std::string>> entries;
     try {
-        entries = config_.store->get_many(unique_keys);
+        entries = config_.store->get_many(keys);
     } catch (const Error& e) {
+        stats_.lat.cache_error.record(Clock::now() - t0);
         health_.failed(e, "batch read");
-        bump(stats_.c.degraded_reads, unique.size());
-        for (auto& [item, version] : load_batch(unique)) found[item] = version.has_value();
-        return finish();
+        return load_degraded(items, sink, found);
     }
-
-    std::vector<std::size_t> missed;   // load them
-    std::vector<std::size_t> one_by_one;  // another loader holds them, or undecodable twice
-    for (std::size_t u = 0; u < unique.size(); ++u) {
-        const std::size_t i = unique[u];
-        if (!entries[u]) {
-            bump(stats_.c.misses);
-            missed.push_back(i);
-            continue;
-        }
-        switch (deliver(keys_of[i], *entries[u], sink, i)) {
-            case Delivered::Value: bump(stats_.c.hits); found[i] = true; break;
-            case Delivered::NotFound: bump(stats_.c.negative_hits); break;
-            case Delivered::Marker: bump(stats_.c.misses); one_by_one.push_back(i); break;
-            case Delivered::Corrupt: bump(stats_.c.misses); missed.push_back(i); break;
+    std::vector<Item> missed;
+    for (std::size_t k = 0; k < items.size(); ++k) {
+        const Item& item = items[k];
+        if (auto answered = answer(item.key, entries[k], sink, item.i, t0)) {
+            found[item.i] = *answered;
+        } else {
+            missed.push_back(item);
         }
     }
+    if (missed.empty()) return;
+    resolve_misses(missed, sink, found);
+    const auto resolved = Clock::now();
+    for (std::size_t k = 0; k < missed.size(); ++k) stats_.lat.miss_load.record(resolved - t0);
+}
 
-    if (config_.opts.lock_mode == LockMode::Mutex) {
+void ReadPath::resolve_misses(const std::vector<Item>& missed, ValueSink& sink, std::vector<bool>& found) {
+    if (locks_.mode() == LockMode::Mutex) {
         // Each miss under its own lock, re-checked (lock_mode.h).
-        for (std::size_t i : missed) found[i] = miss(ids[i], keys_of[i], sink, i);
-        for (std::size_t i : one_by_one) found[i] = miss(ids[i], keys_of[i], sink, i);
-        return finish();
+        for (const auto& item : missed) found[item.i] = miss(item.id, item.key, sink, item.i);
+        return;
     }
+    if (!uses_marker()) return load_and_fill_many(missed, {}, sink, found);
+    std::vector<std::string> keys, markers;
+    for (const auto& item : missed) {
+        keys.push_back(item.key);
+        markers.push_back(CacheEntry::encode_marker(random_token()));
+    }
+    std::vector<Claim> claims;
+    try {
+        claims = config_.store->claim_many(keys, markers, config_.opts.marker_ttl);
+    } catch (const Error& e) {
+        health_.failed(e, "batch claim");
+        return load_degraded(missed, sink, found);
+    }
+    std::vector<Item> claimed, waiting;
+    std::vector<std::string> claimed_markers;
+    for (std::size_t k = 0; k < missed.size(); ++k) {
+        const Item& item = missed[k];
+        switch (claims[k].result) {
+            case Claim::Result::Claimed:
+                claimed.push_back(item);
+                claimed_markers.push_back(std::move(markers[k]));
+                break;
+            case Claim::Result::Busy: waiting.push_back(item); break;
+            case Claim::Result::Present:
+                switch (deliver(item.key, claims[k].entry, sink, item.i)) {
+                    case Delivered::Value: found[item.i] = true; break;
+                    case Delivered::NotFound: break;
+                    case Delivered::Marker:
+                    case Delivered::Corrupt: waiting.push_back(item); break;
+                }
+                break;
+        }
+    }
+    load_and_fill_many(claimed, claimed_markers, sink, found);
+    // Another reader is loading these: wait for its value as a single read does (C6).
+    for (const auto& item : waiting) found[item.i] = fetch(item.id, item.key, sink, item.i);
+}
 
-    std::vector<std::size_t> to_load;
-    std::unordered_map<std::size_t, std::string> markers;
-    if (!missed.empty() && uses_marker()) {
-        std::vector<std::string> claim_keys, claim_markers;
-        for (std::size_t i : missed) {
-            claim_keys.push_back(keys_of[i]);
-            claim_markers.push_back(CacheEntry::encode_marker(random_token()));
-        }
-        std::vector<Claim> claims;
-        try {
-            claims = config_.store->claim_many(claim_keys, claim_markers, config_.opts.marker_ttl);
-        } catch (const Error& e) {
-            health_.failed(e, "batch claim");
-            bump(stats_.c.degraded_reads, missed.size());
-            for (auto& [item, version] : load_batch(missed)) found[item] = version.has_value();
-            for (std::size_t i : one_by_one) found[i] = fetch(ids[i], keys_of[i], sink, i);
-            return finish();
-        }
-        for (std::size_t m = 0; m < missed.size(); ++m) {
-            const std::size_t i = missed[m];
-            switch (claims[m].result) {
-                case Claim::Result::Claimed:
-                    to_load.push_back(i);
-                    markers[i] = claim_markers[m];
-                    break;
-                case Claim::Result::Busy: one_by_one.push_back(i); break;
-                case Claim::Result::Present:
-                    switch (deliver(keys_of[i], claims[m].entry, sink, i)) {
-                        case Delivered::Value: found[i] = true; break;
-                        case Delivered::NotFound: break;
-                        case Delivered::Marker:
-                        case Delivered::Corrupt: one_by_one.push_back(i); break;
-                    }
-                    break;
-            }
-        }
-    } else {
-        to_load = missed;
-    }
+void ReadPath::load_degraded(const std::vector<Item>& items, ValueSink& sink, std::vector<bool>& found) {
+    bump(stats_.c.degraded_reads, items.size());
+    const auto versions = load_many(items, sink);
+    for (std::size_t k = 0; k < items.size(); ++k) found[items[k].i] = versions[k].has_value();
+}
 
-    if (!to_load.empty()) {
-        std::unordered_map<std::size_t, std::optional<std::int64_t>> versions;
-        try {
-            versions = load_batch(to_load);
-        } catch (...) {
-            for (auto& [item, marker] : markers) give_back_marker(keys_of[item], marker);
-            throw;
-        }
-        std::vector<Fill> fills;
-        for (std::size_t i : to_load) {
-            found[i] = versions[i].has_value();
-            auto mk = markers.find(i);
-            auto f = make_fill(keys_of[i], versions[i], sink, i, mk == markers.end() ? nullptr : &mk->second);
-            if (f) {
-                fills.push_back(std::move(*f));
-            } else if (mk != markers.end()) {
-                give_back_marker(keys_of[i], mk->second);
-            }
-        }
-        if (!fills.empty()) {
-            const auto t0 = Clock::now();
-            try {
-                for (auto outcome : config_.store->fill_many(fills)) stats_.count_fill(outcome);
-                stats_.lat.fill.record(Clock::now() - t0);
-            } catch (const Error& e) {
-                stats_.lat.cache_error.record(Clock::now() - t0);
-                health_.failed(e, "batch backfill");
-            }
+void ReadPath::load_and_fill_many(const std::vector<Item>& items, const std::vector<std::string>& markers,
+                                  ValueSink& sink, std::vector<bool>& found) {
+    if (items.empty()) return;
+    std::vector<std::optional<std::int64_t>> versions;
+    try {
+        versions = load_many(items, sink);
+    } catch (...) {
+        // Let the waiters load for themselves now rather than after marker_ttl.
+        for (std::size_t k = 0; k < markers.size(); ++k) give_back_marker(items[k].key, markers[k]);
+        throw;
+    }
+    std::vector<Fill> fills;
+    for (std::size_t k = 0; k < items.size(); ++k) {
+        found[items[k].i] = versions[k].has_value();
+        const std::string* marker = markers.empty() ? nullptr : &markers[k];
+        if (auto f = make_fill(items[k].key, versions[k], sink, items[k].i, marker)) {
+            fills.push_back(std::move(*f));
+        } else if (marker) {
+            give_back_marker(items[k].key, *marker);
         }
     }
-    for (std::size_t i : one_by_one) found[i] = fetch(ids[i], keys_of[i], sink, i);
-    return finish();
+    if (fills.empty()) return;
+    const auto t0 = Clock::now();
+    try {
+        for (auto outcome : config_.store->fill_many(fills)) stats_.count_fill(outcome);
+        stats_.lat.fill.record(Clock::now() - t0);
+    } catch (const Error& e) {
+        stats_.lat.cache_error.record(Clock::now() - t0);
+        health_.failed(e, "batch backfill");
+    }
+}
+
+std::vector<std::optional<std::int64_t>> ReadPath::load_many(const std::vector<Item>& items, ValueSink& sink) {
+    std::vector<std::optional<std::int64_t>> versions(items.size());
+    for (std::size_t start = 0; start < items.size(); start += kMaxInBatch) {
+        const std::size_t n = std::min(kMaxInBatch, items.size() - start);
+        const std::size_t padded = in_batch_size(n);
+        SqlParams params;
+        params.reserve(padded);
+        std::unordered_map<std::int64_t, std::size_t> at;  // id -> index in items
+        for (std::size_t j = 0; j < padded; ++j) {
+            const std::size_t k = start + std::min(j, n - 1);  // pad by repeating the last id
+            params.emplace_back(items[k].id);
+            at[items[k].id] = k;
+        }
+        auto rows = pool_for(items, start, n).query(config_.sql.select_in(padded), params);
+        bump(stats_.c.loads, n);
+        fault::point(repo_points::after_db_read);
+        for (const auto& row : rows) {
+            auto it = at.find(row.get<std::int64_t>(config_.spec.key_column));
+            if (it == at.end()) continue;
+            const auto version = row.get<std::int64_t>(config_.spec.version_column);
+            sink.from_db(items[it->second].i, version, row);
+            versions[it->second] = version;
+        }
+    }
+    return versions;
+}
+
+MysqlPool& ReadPath::pool_for(const std::vector<Item>& items, std::size_t start, std::size_t n) {
+    if (!replica_.enabled()) return config_.db;
+    std::vector<std::string> keys;
+    for (std::size_t k = start; k < start + n; ++k) keys.push_back(items[k].key);
+    return replica_.pool_for(keys);
 }
 
 }  // namespace lockstep::detail

@@ -33,9 +33,22 @@ public:
 private:
     // What a cached entry turned out to be once delivered.
     enum class Delivered { Value, NotFound, Marker, Corrupt };
+    // One distinct id of a get(): its key, and its position in the call.
+    struct Item {
+        std::int64_t id;
+        std::string key;
+        std::size_t i;
+    };
 
+    // ---- one id ----
     bool read_one(std::int64_t id, ValueSink& sink, std::size_t i);
     bool read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
+    // A cached entry (or none) as an answer: found / not found, counted as a hit and timed from
+    // `started`; nullopt for a miss (counted): the caller resolves it.
+    std::optional<bool> answer(const std::string& key, const std::optional<std::string>& entry, ValueSink& sink,
+                               std::size_t i, Clock::time_point started);
+    // The cache is failing: the database, no fill, counted as a degraded read.
+    bool load_degraded(std::int64_t id, ValueSink& sink, std::size_t i);
     bool miss(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
     // Takes `lock` for a read. If it cannot be had (a writer holds the key past lock_wait, or
     // Redis is unreachable) the read goes to the database without filling, and its result is
@@ -53,6 +66,20 @@ private:
     Delivered deliver(const std::string& key, const std::string& bytes, ValueSink& sink, std::size_t i);
     void give_back_marker(const std::string& key, const std::string& marker);
     bool uses_marker() const;
+
+    // ---- many ids: the same stages, one round trip per stage for all of them ----
+    void read_many(const std::vector<Item>& items, ValueSink& sink, std::vector<bool>& found);
+    // Misses as single reads resolve them: under Mutex each under its lock (miss()); otherwise
+    // claimed together (when markers are used), loaded and filled together, and the keys another
+    // reader is loading waited for one by one (fetch()).
+    void resolve_misses(const std::vector<Item>& missed, ValueSink& sink, std::vector<bool>& found);
+    void load_degraded(const std::vector<Item>& items, ValueSink& sink, std::vector<bool>& found);
+    // `markers`: empty, or the marker claimed for each item (IfMarker fills need it).
+    void load_and_fill_many(const std::vector<Item>& items, const std::vector<std::string>& markers,
+                            ValueSink& sink, std::vector<bool>& found);
+    // SELECT ... IN, in batches of kMaxInBatch; the version per item (nullopt: no row).
+    std::vector<std::optional<std::int64_t>> load_many(const std::vector<Item>& items, ValueSink& sink);
+    MysqlPool& pool_for(const std::vector<Item>& items, std::size_t start, std::size_t n);
 
     const RepositoryConfig& config_;
     ReplicaReads& replica_;
