@@ -1,20 +1,12 @@
-// Small out-of-line pieces: names of lock modes, TtlBounding.
+// TtlBounding: its options checked, and the capped, jittered TTL of every entry.
+#include "lockstep/strategies/ttl_bounding.h"
+
+#include <algorithm>
 #include <random>
 
 #include "lockstep/core/error.h"
-#include "lockstep/strategies/lock_mode.h"
-#include "lockstep/strategies/ttl_bounding.h"
 
 namespace lockstep {
-
-std::string_view to_string(LockMode mode) noexcept {
-    switch (mode) {
-        case LockMode::None: return "None";
-        case LockMode::Mutex: return "Mutex";
-        case LockMode::ReadWrite: return "ReadWrite";
-    }
-    return "?";
-}
 
 TtlBounding::TtlBounding(std::chrono::milliseconds max_ttl, std::chrono::milliseconds jitter)
     : max_ttl_(max_ttl), jitter_(jitter) {
