@@ -5,6 +5,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "lockstep/core/logging.h"
 #include "strategies_test_support.h"
@@ -41,6 +43,27 @@ TEST(RepositoryLatencies, HitsMissesWritesAndLocksAreTimed) {
     const std::string report = latency_report(m);
     EXPECT_NE(report.find("hit: count=2"), std::string::npos) << report;
     r.remove(id);
+}
+
+TEST(RepositoryMetricsListing, ToStringNamesEveryCounterOfForEachMetricWithItsValue) {
+    RepositoryMetrics m;
+    std::uint64_t next = 101;  // a distinct value per counter, so a swapped pair shows
+#define LOCKSTEP_COUNTER(name, help) m.name = next++;
+#include "lockstep/strategies/repository_metrics.def"
+    std::vector<std::string> expected;
+    for_each_metric(
+        m,
+        [&](const char* name, const char*, std::uint64_t v) {
+            expected.push_back(std::string(name) + "=" + std::to_string(v));
+        },
+        [](const char*, const char*, const HistogramSnapshot&) {});
+    ASSERT_GE(expected.size(), 22u);
+    std::istringstream line(to_string(m));
+    std::vector<std::string> listed;
+    for (std::string field; line >> field;) listed.push_back(field);
+    EXPECT_EQ(listed, expected) << to_string(m);
+    EXPECT_EQ(metric_kind("deletes_pending"), MetricKind::Gauge);
+    EXPECT_EQ(metric_kind("hits"), MetricKind::Counter);
 }
 
 TEST(RepositoryTrace, DebugLinesFollowOneKeyAndAreRateLimited) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -181,6 +182,65 @@ TEST_F(RepositoryTest, GetManyAnswersHitsInOneBatchAndLoadsTheRestTogether) {
     auto again = r->get_many({a, b, c, missing});
     EXPECT_EQ(r->metrics().loads, m.loads) << "everything cached now";
     EXPECT_EQ(again[2]->price, 3);
+}
+
+TEST_F(RepositoryTest, GetManyCountsAndTimesEachIdAsThatManySingleGetsWould) {
+    // The counter and latency deltas of one repository, by name (counters, and the counts of
+    // the histograms a read records once per id).
+    auto delta = [](const RepositoryMetrics& after, const RepositoryMetrics& before) {
+        std::map<std::string, std::uint64_t> before_by_name, out;
+        auto histograms = [](std::map<std::string, std::uint64_t>& into) {
+            return [&into](const char* name, const char*, const HistogramSnapshot& h) {
+                const std::string n = name;
+                if (n == "hit" || n == "miss_load" || n == "lock_wait" || n == "lock_hold") {
+                    into[n + ".count"] = h.count;
+                }
+            };
+        };
+        for_each_metric(
+            before, [&](const char* name, const char*, std::uint64_t v) { before_by_name[name] = v; },
+            histograms(before_by_name));
+        for_each_metric(
+            after, [&](const char* name, const char*, std::uint64_t v) { out[name] = v; }, histograms(out));
+        for (auto& [name, v] : out) v -= before_by_name[name];
+        return out;
+    };
+    for (std::string s : {"WriteThenDelete", "Lease"}) {
+        for (auto mode : {LockMode::None, LockMode::Mutex, LockMode::ReadWrite}) {
+            SCOPED_TRACE(s + " " + std::string(to_string(mode)));
+            auto make = [&] {
+                auto o = options(strategy_named(s));
+                o.key_prefix = unique_key_prefix();
+                o.lock_mode = mode;
+                return repo(o);
+            };
+            auto batch = make();
+            auto single = make();
+            const std::vector<std::int64_t> ids = {product(1), product(2), product(3), cleanup_.add(unique_id()),
+                                                   cleanup_.add(unique_id())};
+            // The same start in both: a value (ids[0]) and a "not found" (ids[3]) cached.
+            for (auto* r : {batch.get(), single.get()}) {
+                r->get(ids[0]);
+                r->get(ids[3]);
+            }
+            const auto batch_before = batch->metrics();
+            const auto single_before = single->metrics();
+            const auto got = batch->get_many(ids);
+            for (auto id : ids) single->get(id);
+            const auto b = delta(batch->metrics(), batch_before);
+            const auto one_by_one = delta(single->metrics(), single_before);
+            EXPECT_EQ(b, one_by_one) << "batch: " << to_string(batch->metrics())
+                                     << "\nsingle: " << to_string(single->metrics());
+            EXPECT_EQ(b.at("hits"), 1u);
+            EXPECT_EQ(b.at("negative_hits"), 1u);
+            EXPECT_EQ(b.at("misses"), 3u);
+            EXPECT_EQ(b.at("hit.count"), 2u) << "every hit is timed, a cached not-found too";
+            EXPECT_EQ(b.at("miss_load.count"), 3u) << "every miss is timed";
+            ASSERT_EQ(got.size(), ids.size());
+            EXPECT_EQ(got[2]->price, 3);
+            EXPECT_FALSE(got[4]);
+        }
+    }
 }
 
 TEST_F(RepositoryTest, GetManyWorksUnderEveryStrategyAndLockMode) {

@@ -101,7 +101,7 @@ std::vector<prometheus::MetricFamily> PrometheusCollector::Collect() const {
         for_each_metric(
             m,
             [&](const char* name, const char* help, std::uint64_t value) {
-                const bool gauge = std::string(name) == "deletes_pending";
+                const bool gauge = metric_kind(name) == MetricKind::Gauge;
                 add_scalar(families, "lockstep_repository_" + std::string(name) + (gauge ? "" : "_total"), help,
                            gauge, value, labels);
             },
