@@ -232,12 +232,16 @@ JobRun JobLock::run_once(const std::function<void(JobContext&)>& job) {
         MutexLock g(mu_);
         last = last_slot_;
     }
-    const JobSlot expected = schedule_.slot_at(service_.server_time());
+    const SystemTime server_now = service_.server_time();
+    const auto offset = std::chrono::duration_cast<std::chrono::milliseconds>(
+        (options_.local_clock ? options_.local_clock() : std::chrono::system_clock::now()) - server_now);
+    const JobSlot expected = schedule_.slot_at(server_now);
     if (last && expected.index <= *last) {
         // This node ran the slot already: no need to ask the lock (the common case of a timer
         // that fires twice, or a loop that calls run_once more often than the slots change).
         JobRun r;
         r.slot = expected;
+        r.local_clock_offset = offset;
         r.skip_reason = "this node already ran the slot";
         return r;
     }
@@ -259,7 +263,10 @@ JobRun JobLock::run_once(const std::function<void(JobContext&)>& job) {
         if (h->error || !h->run) {
             auto error = h->error;
             result = h->decision;
-            if (result.skip_reason == kRefused) result.slot = expected;
+            if (result.skip_reason == kRefused) {
+                result.slot = expected;
+                result.local_clock_offset = offset;
+            }
             g.unlock();
             h->thread.join();
             if (error) std::rethrow_exception(error);
