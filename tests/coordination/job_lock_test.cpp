@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../support/eventually.h"
 #include "job_backends.h"
 #include "lockstep/coordination/job_lock.h"
 #include "lockstep/coordination/job_run_record.h"
@@ -218,6 +219,75 @@ TEST_P(JobLockTest, AnOverrunningJobsLateCommitIsRefusedByTheRunRecord) {
     const auto rec = JobRunRecord::find(pool, job, rb.slot.index);
     ASSERT_TRUE(rec);
     EXPECT_EQ(rec->token, rb.token);
+}
+
+// A holder paused past its lease (its job thread blocked, renew=false: the lease runs out as it
+// would under a SIGSTOP): another node takes the slot over and commits; the paused one's late
+// commit is refused by the run record.
+TEST_P(JobLockTest, AHolderPausedPastItsLeaseHasItsLateCommitRefused) {
+    if (GetParam() != "redis" && GetParam() != "redis-fair" && GetParam() != "redlock") {
+        GTEST_SKIP() << "renew=false (a lease that runs out under a live process) is a Redis-family option";
+    }
+    MysqlPool pool(servers().mysql_options());
+    JobRunRecord::create_table(pool);
+    const std::string job = "paused-" + prefix_.substr(0, prefix_.size() - 1);
+    const auto schedule = JobSchedule::every(4000ms);
+    JobLockOptions o;
+    o.boundary_wait = 100ms;
+    o.lock.lease = 400ms;
+    o.lock.renew = false;
+    o.run_record = &pool;
+    JobLock la(a(), job, schedule, o);
+    JobLock lb(b(), job, schedule, o);
+    await_slot_start(a(), schedule);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool a_running = false, b_committed = false, a_refused = false;
+    JobRun ra;
+    std::thread na([&] {
+        ra = la.run_once([&](JobContext& run) {
+            std::unique_lock l(mu);
+            a_running = true;
+            cv.notify_all();
+            cv.wait(l, [&] { return b_committed; });  // paused until B has run the slot
+            l.unlock();
+            Transaction tx(pool);
+            try {
+                run.record_run(tx);
+                tx.commit();
+            } catch (const ConflictError&) {
+                a_refused = true;
+            }
+        });
+    });
+    {
+        std::unique_lock l(mu);
+        ASSERT_TRUE(cv.wait_for(l, 10s, [&] { return a_running; }));
+    }
+    JobRun rb;
+    // B tries (each attempt waits boundary_wait for the lock) until A's lease has run out.
+    const bool took_over = eventually(
+        [&] {
+            rb = lb.run_once([&](JobContext& run) {
+                Transaction tx(pool);
+                run.record_run(tx);
+                tx.commit();
+            });
+            return rb.outcome != JobOutcome::Skipped;
+        },
+        3000ms);
+    {
+        std::unique_lock l(mu);
+        b_committed = true;
+        cv.notify_all();
+    }
+    na.join();
+    ASSERT_TRUE(took_over);
+    EXPECT_EQ(rb.outcome, JobOutcome::Ran);
+    EXPECT_EQ(ra.slot.index, rb.slot.index);
+    EXPECT_GT(rb.token, ra.token);
+    EXPECT_TRUE(a_refused) << "the paused holder's late commit went through";
+    EXPECT_EQ(JobRunRecord::count(pool, job), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, JobLockTest, ::testing::ValuesIn(job_backends()),
