@@ -391,6 +391,18 @@ std::unique_ptr<DistributedReadWriteLock> MysqlLockService::make_read_write_lock
 
 std::string MysqlLockService::lock_name(const std::string& name) const { return state_->server_name(name); }
 
+std::chrono::system_clock::time_point MysqlLockService::server_time() {
+    auto session = state_->take_session();
+    Session& s = *session;  // the analysis cannot see through shared_ptr
+    MutexLock g(s.mu);
+    auto row = s.conn->query_one(
+        "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS us");
+    state_->give_back_locked(session, s);
+    const auto us = row ? row->get<std::optional<std::int64_t>>("us") : std::nullopt;
+    if (!us) throw DbError("UTC_TIMESTAMP(6) returned NULL", 0, "HY000");
+    return std::chrono::system_clock::time_point(std::chrono::microseconds(*us));
+}
+
 MysqlLockStats MysqlLockService::stats() const {
     MutexLock g(state_->mu);
     return state_->stats;

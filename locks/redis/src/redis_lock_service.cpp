@@ -7,6 +7,7 @@
 #include "lockstep/locks/lock_client.h"
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/locks/redis_read_write_lock.h"
+#include "server_time.h"
 
 namespace lockstep {
 
@@ -99,6 +100,10 @@ std::unique_ptr<DistributedMutex> RedisLockService::make_mutex(std::string name,
 
 std::unique_ptr<DistributedReadWriteLock> RedisLockService::make_read_write_lock(std::string name, LockOptions options) {
     return std::make_unique<RedisReadWriteLockAdapter>(*client_, std::move(name), std::move(options));
+}
+
+std::chrono::system_clock::time_point RedisLockService::server_time() {
+    return locks_detail::redis_server_time(client_->redis());
 }
 
 }  // namespace lockstep

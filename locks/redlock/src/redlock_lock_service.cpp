@@ -21,6 +21,7 @@
 #include "redlock_masters.h"
 #include "renewal_scheduler.h"
 #include "redlock_scripts.h"
+#include "server_time.h"
 
 namespace lockstep {
 
@@ -403,6 +404,16 @@ std::unique_ptr<DistributedMutex> RedlockLockService::make_mutex(std::string nam
 
 std::unique_ptr<DistributedReadWriteLock> RedlockLockService::make_read_write_lock(std::string, LockOptions) {
     throw ConfigError("backend", "redlock has no read-write lock (supports_read_write() is false); use a mutex");
+}
+
+std::chrono::system_clock::time_point RedlockLockService::server_time() {
+    for (std::size_t i = 0;; ++i) {
+        try {
+            return locks_detail::redis_server_time(state_->masters.client(i));
+        } catch (const ConnectionError&) {
+            if (i + 1 == state_->masters.size()) throw;  // no master answered
+        }
+    }
 }
 
 std::size_t RedlockLockService::masters() const noexcept { return state_->masters.size(); }

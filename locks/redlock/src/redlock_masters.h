@@ -31,6 +31,7 @@ public:
     RedlockMasters(const std::vector<RedisOptions>& masters, bool parallel);
 
     std::size_t size() const noexcept { return clients_.size(); }
+    RedisClient& client(std::size_t i) const { return *clients_.at(i); }
     // Runs `script` on every master i with only[i] (all when `only` is empty).
     std::vector<MasterReply> eval(const RedisScript& script, const std::vector<std::string>& keys,
                                   const std::vector<std::string>& args, const std::vector<bool>& only = {});

@@ -938,6 +938,26 @@ void ZooKeeperLockService::expire_session() {
     logger()->warn("expire_session: the session's expiry was not reported within 30 s");
 }
 
+std::chrono::system_clock::time_point ZooKeeperLockService::server_time() {
+    const std::string path = state_->zk.root + "/_clock";
+    for (int attempt = 0;; ++attempt) {
+        try {
+            const auto ref = state_->handle();
+            zhandle_t* const h = ref->zh;
+            Stat st{};
+            int rc = state_->call(h, [&] { return zoo_set2(h, path.c_str(), "", 0, -1, &st); });
+            if (rc == ZNONODE) {
+                state_->ensure_path(h, path, ZOO_PERSISTENT);
+                rc = state_->call(h, [&] { return zoo_set2(h, path.c_str(), "", 0, -1, &st); });
+            }
+            if (rc != ZOK) State::fail(rc, "set " + path);
+            return std::chrono::system_clock::time_point(std::chrono::milliseconds(st.mtime));
+        } catch (const State::SessionEnded&) {
+            if (attempt > 0) throw ConnectionError("ZooKeeper " + state_->zk.hosts + ": the session ended while reading its clock");
+        }
+    }
+}
+
 std::chrono::milliseconds ZooKeeperLockService::session_timeout() const {
     MutexLock g(state_->mu);
     return state_->zh ? std::chrono::milliseconds(zoo_recv_timeout(state_->zh)) : state_->zk.session_timeout;

@@ -19,6 +19,7 @@
 // every lock it made.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,6 +46,13 @@ public:
     virtual bool supports_read_write() const noexcept { return true; }
     // "redis", "redis-fair", "mysql", "zookeeper", "memory".
     virtual std::string_view backend() const noexcept = 0;
+    // The lock server's clock now (one round trip), so that nodes whose own clocks differ agree
+    // on the time (scheduled jobs compute their slot from it: coordination/job_lock.h). Redis:
+    // TIME; MySQL: UTC_TIMESTAMP(6); ZooKeeper: the mtime of a node it writes (the leader's
+    // clock, milliseconds); Redlock: the first master that answers; memory: this process's
+    // system clock. Backend failures as elsewhere (ConnectionError, DbError, ...); ConfigError
+    // from a backend with no clock to read (the default).
+    virtual std::chrono::system_clock::time_point server_time();
 };
 
 // Service-wide choices, whatever the backend.

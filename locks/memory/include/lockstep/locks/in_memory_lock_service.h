@@ -9,6 +9,7 @@
 // Thread safety: every member may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,8 @@ public:
     std::unique_ptr<DistributedMutex> make_mutex(std::string name, LockOptions options = {}) override;
     std::unique_ptr<DistributedReadWriteLock> make_read_write_lock(std::string name, LockOptions options = {}) override;
     std::string_view backend() const noexcept override { return "memory"; }
+    // This process's system clock: every lock of the service lives in this process.
+    std::chrono::system_clock::time_point server_time() override { return std::chrono::system_clock::now(); }
 
     // Every hold of `name` (mutex and read-write) is lost now, as if its lease ran out: lost()
     // turns true, on_lost runs, others may acquire; the holder's unlock throws LockLostError.

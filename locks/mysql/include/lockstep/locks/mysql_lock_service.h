@@ -69,6 +69,8 @@ public:
     std::unique_ptr<DistributedReadWriteLock> make_read_write_lock(std::string name, LockOptions options = {}) override;
     bool supports_read_write() const noexcept override { return false; }
     std::string_view backend() const noexcept override { return "mysql"; }
+    // UTC_TIMESTAMP(6) on a pooled lock session (no time zone involved).
+    std::chrono::system_clock::time_point server_time() override;
 
     // The server-side lock name of `name` (prefixed, shortened if too long).
     std::string lock_name(const std::string& name) const;

@@ -34,6 +34,7 @@ public:
     std::unique_ptr<DistributedMutex> make_mutex(std::string name, LockOptions options = {}) override;
     std::unique_ptr<DistributedReadWriteLock> make_read_write_lock(std::string name, LockOptions options = {}) override;
     std::string_view backend() const noexcept override { return "redis"; }
+    std::chrono::system_clock::time_point server_time() override;
 
     RedisLockClient& client() const noexcept { return *client_; }
 

@@ -79,6 +79,9 @@ public:
     std::unique_ptr<DistributedReadWriteLock> make_read_write_lock(std::string name, LockOptions options = {}) override;
     bool supports_read_write() const noexcept override { return false; }
     std::string_view backend() const noexcept override { return "redlock"; }
+    // TIME of the first master that answers, in the masters' order: the masters' clocks are
+    // independent, so keep them synchronised (NTP) for nodes to agree on a job's slot.
+    std::chrono::system_clock::time_point server_time() override;
 
     std::size_t masters() const noexcept;
     // How often a waiter of this service retried because a release message woke it, and

@@ -88,6 +88,10 @@ public:
     std::unique_ptr<DistributedMutex> make_mutex(std::string name, LockOptions options = {}) override;
     std::unique_ptr<DistributedReadWriteLock> make_read_write_lock(std::string name, LockOptions options = {}) override;
     std::string_view backend() const noexcept override { return "zookeeper"; }
+    // Writes <root>/_clock and returns its Stat mtime: the time the LEADER stamped on the write
+    // (every write's time comes from the leader's clock, whichever server the client talks
+    // to), in milliseconds.
+    std::chrono::system_clock::time_point server_time() override;
 
     // Ends this service's session the way an expiry does (another client attaches to the session
     // and closes it): for tests that force a loss at a known step. Returns once the holds of that
