@@ -116,6 +116,11 @@ struct SemaphoreImpl {
         live.erase(std::remove(live.begin(), live.end(), p), live.end());
     }
 
+    bool still_held(const std::shared_ptr<PermitState>& p) EXCLUDES(mutex) {
+        MutexLock lock(mutex);
+        return std::find(live.begin(), live.end(), p) != live.end();
+    }
+
     // One attempt. A permit, or the ms until the earliest permit expires.
     std::pair<std::optional<SemaphorePermit>, milliseconds> attempt(const std::shared_ptr<SemaphoreImpl>& self) {
         std::string id;
@@ -180,7 +185,7 @@ struct SemaphoreImpl {
         // been paused past the lease, and another process may hold the slot now.
         std::vector<std::shared_ptr<PermitState>> renewing;
         for (auto& p : permits) {
-            if (p->is_lost()) {
+            if (p->is_lost() && still_held(p)) {
                 report_loss(*p, LockLossReason::Unreachable, "validity ran out before a renewal was acknowledged");
             } else {
                 renewing.push_back(p);
@@ -197,7 +202,8 @@ struct SemaphoreImpl {
                 if (r[i].integer() == 1) {
                     MutexLock lock(renewing[i]->mutex);
                     renewing[i]->valid_until = sent + options.lease - drift_of(options.lease);
-                } else {
+                } else if (still_held(renewing[i])) {
+                    // Gone, and not because its holder released it while the round was in flight.
                     report_loss(*renewing[i], LockLossReason::Expired, "the permit was gone from the server at renewal");
                 }
             }
