@@ -1,0 +1,260 @@
+// Semaphore on the real Redis: never more holders than permits, a killed holder's permits free
+// within the lease, a lost permit is reported, and nothing is left without a TTL.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends.h"
+#include "child_process.h"
+#include "eventually.h"
+#include "lockstep/cache/redis_client.h"
+#include "lockstep/coordination/semaphore.h"
+#include "lockstep/core/error.h"
+#include "test_servers.h"
+
+namespace {
+
+using namespace lockstep;
+using namespace std::chrono_literals;
+
+std::string env(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+}
+
+void say(const std::string& line) {
+    const std::string l = line + "\n";
+    (void)!::write(STDOUT_FILENO, l.data(), l.size());
+}
+
+// Takes COUNT permits of NAME (PERMITS, LEASE_MS), says HELD, and keeps them until stdin closes.
+int semaphore_holder_role() {
+    LockServiceOptions so;
+    so.prefix = env("PREFIX");
+    auto service = open_lock_service(env("LOCKSTEP_CT_URL"), so);
+    auto sem = make_semaphore(*service, env("NAME"),
+                              {.permits = std::stoi(env("PERMITS")), .lease = std::chrono::milliseconds(std::stoll(env("LEASE_MS")))});
+    std::vector<SemaphorePermit> permits;
+    for (int i = 0; i < std::stoi(env("COUNT")); ++i) permits.push_back(sem->acquire());
+    say("HELD");
+    std::string line;
+    while (std::getline(std::cin, line)) {
+    }
+    return 0;
+}
+
+// Child roles of this file are named by LOCKSTEP_COORDINATION_CHILD (see leader_latch_test.cpp).
+struct RunSemaphoreChildRole {
+    RunSemaphoreChildRole() {
+        if (env("LOCKSTEP_COORDINATION_CHILD") != "semaphore-holder") return;
+        int rc = 4;
+        try {
+            rc = semaphore_holder_role();
+        } catch (const std::exception& e) {
+            say(std::string("ERROR ") + e.what());
+        }
+        ::_exit(rc);
+    }
+} run_semaphore_child_role;
+
+}  // namespace
+
+namespace lockstep::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string fresh_prefix() {
+    static std::atomic<int> n{0};
+    return "sm" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1)) + ":";
+}
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+class SemaphoreTest : public ::testing::Test {
+protected:
+    void SetUp() override { prefix_ = fresh_prefix(); }
+    std::unique_ptr<LockService> open() { return open_backend("redis", prefix_); }
+    std::string prefix_;
+};
+
+TEST_F(SemaphoreTest, SixteenThreadsNeverHoldMoreThanEightPermits) {
+    // Two services stand for two processes, 8 threads each.
+    auto first = open();
+    auto second = open();
+    auto sem_a = make_semaphore(*first, "pool", {.permits = 8, .lease = 3s});
+    auto sem_b = make_semaphore(*second, "pool", {.permits = 8, .lease = 3s});
+    std::atomic<int> in_use{0}, most{0}, errors{0};
+    std::atomic<long> cycles{0};
+    std::vector<FenceToken> tokens_seen;
+    const auto until = Clock::now() + 5s;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 16; ++t) {
+        threads.emplace_back([&, t] {
+            Semaphore& sem = t % 2 ? *sem_a : *sem_b;
+            while (Clock::now() < until) {
+                try {
+                    auto permit = sem.try_acquire_for(5s);
+                    if (!permit) {
+                        errors.fetch_add(1);
+                        continue;
+                    }
+                    const int now = in_use.fetch_add(1) + 1;
+                    int m = most.load();
+                    while (now > m && !most.compare_exchange_weak(m, now)) {
+                    }
+                    std::this_thread::sleep_for(200us);
+                    in_use.fetch_sub(1);
+                    permit->release_checked();
+                    cycles.fetch_add(1);
+                } catch (const std::exception& e) {
+                    std::cerr << "semaphore cycle failed: " << e.what() << "\n";
+                    errors.fetch_add(1);
+                }
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    std::cout << "[ measure ] 16 threads, 8 permits: " << cycles.load() << " acquire/release cycles in 5 s, at most "
+              << most.load() << " permits in use at once\n";
+    EXPECT_LE(most.load(), 8);
+    EXPECT_EQ(most.load(), 8) << "the permits were never all in use: the test did not contend";
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(sem_a->available(), 8);
+}
+
+TEST_F(SemaphoreTest, AKilledHoldersPermitsFreeWithinTheLease) {
+    const auto lease = 1000ms;
+    Child holder("", {{"LOCKSTEP_COORDINATION_CHILD", "semaphore-holder"},
+                      {"LOCKSTEP_CT_URL", backend_url("redis")},
+                      {"PREFIX", prefix_},
+                      {"NAME", "pool"},
+                      {"PERMITS", "2"},
+                      {"LEASE_MS", std::to_string(lease.count())},
+                      {"COUNT", "2"}});
+    ASSERT_TRUE(holder.expect("HELD", 20s));
+    auto service = open();
+    auto sem = make_semaphore(*service, "pool", {.permits = 2, .lease = lease});
+    EXPECT_FALSE(sem->try_acquire());
+    // Past several renewals (lease/3): the living child keeps its permits.
+    EXPECT_FALSE(sem->try_acquire_for(1500ms));
+
+    holder.signal(SIGKILL);
+    holder.wait();
+    const auto killed_at = Clock::now();
+    auto one = sem->try_acquire_for(10s);
+    auto two = sem->try_acquire_for(10s);
+    const double took = ms_since(killed_at);
+    ASSERT_TRUE(one && two);
+    std::cout << "[ measure ] both permits of a SIGKILLed holder free " << took << " ms after the kill (lease "
+              << lease.count() << " ms)\n";
+    EXPECT_LT(took, static_cast<double>(lease.count()) + 300.0);
+    EXPECT_GT(two->fence_token(), one->fence_token());
+}
+
+TEST_F(SemaphoreTest, ALostPermitIsReportedByTheWatchdogAndByRelease) {
+    auto service = open();
+    std::atomic<int> losses{0};
+    auto sem = make_semaphore(*service, "pool", {.permits = 2, .lease = 600ms, .on_lost = [&](const LockLoss& l) {
+                                                     EXPECT_EQ(l.name, "pool");
+                                                     losses.fetch_add(1);
+                                                 }});
+    RedisClient redis(servers().redis_options());
+
+    // Taken away behind the holder's back: the watchdog's renewal finds it gone.
+    auto permit = sem->acquire();
+    const std::stop_token stop = permit.stop_token();
+    EXPECT_EQ(redis.command({"ZCARD", sem->permits_key()}).integer(), 1);
+    redis.del({sem->permits_key()});
+    ASSERT_TRUE(eventually([&] { return stop.stop_requested(); }, 5s));
+    EXPECT_TRUE(permit.lost());
+    ASSERT_TRUE(eventually([&] { return losses.load() == 1; }));
+    EXPECT_EQ(sem->held(), 0u);
+    EXPECT_THROW(permit.release_checked(), LockLostError);
+    EXPECT_FALSE(permit);
+    EXPECT_THROW(permit.release_checked(), NotOwnerError);
+    EXPECT_EQ(losses.load(), 1) << "one loss is reported once";
+
+    // Found gone by the release itself, before any renewal.
+    auto second = sem->acquire();
+    redis.del({sem->permits_key()});
+    EXPECT_THROW(second.release_checked(), LockLostError);
+    EXPECT_EQ(losses.load(), 2);
+
+    // release() (and the destructor) report it without throwing.
+    auto third = sem->acquire();
+    redis.del({sem->permits_key()});
+    EXPECT_NO_THROW(third.release());
+    EXPECT_EQ(losses.load(), 3);
+}
+
+TEST_F(SemaphoreTest, EveryKeyHasATtlAndAnIdleSemaphoreDisappears) {
+    auto service = open();
+    auto sem = make_semaphore(*service, "pool", {.permits = 3, .lease = 800ms});
+    RedisClient redis(servers().redis_options());
+    {
+        auto a = sem->acquire();
+        auto b = sem->acquire();
+        EXPECT_GT(b.fence_token(), a.fence_token());
+        EXPECT_EQ(sem->available(), 1);
+        for (const auto& key : {sem->permits_key(), sem->fence_key()}) {
+            const long long ttl = redis.command({"PTTL", key}).integer();
+            EXPECT_GT(ttl, 0) << key;
+            EXPECT_LE(ttl, 800) << key;
+        }
+        // Renewed, the permits outlive several leases.
+        const long before = sem->renewals();
+        ASSERT_TRUE(eventually([&] { return sem->renewals() >= before + 4; }));
+        EXPECT_FALSE(a.lost());
+        EXPECT_EQ(redis.command({"ZCARD", sem->permits_key()}).integer(), 2);
+        EXPECT_GT(redis.command({"PTTL", sem->permits_key()}).integer(), 0);
+    }
+    EXPECT_EQ(redis.command({"EXISTS", sem->permits_key()}).integer(), 0) << "the last release removes the zset";
+    ASSERT_TRUE(eventually([&] { return redis.command({"EXISTS", sem->fence_key()}).integer() == 0; }, 5s));
+    // Tokens keep increasing after the counter expired (they never go below the server clock).
+    auto c = sem->acquire();
+    EXPECT_GT(c.fence_token(), 0);
+}
+
+TEST_F(SemaphoreTest, TokensIncreaseAfterTheCounterIsGone) {
+    auto service = open();
+    auto sem = make_semaphore(*service, "pool", {.permits = 1, .lease = 5s});
+    RedisClient redis(servers().redis_options());
+    FenceToken last = 0;
+    for (int i = 0; i < 3; ++i) {
+        auto p = sem->acquire();
+        EXPECT_GT(p.fence_token(), last);
+        last = p.fence_token();
+        redis.del({sem->fence_key()});
+    }
+}
+
+TEST_F(SemaphoreTest, BackendsWithoutSemaphoresRefuseWithAConfigError) {
+    for (const std::string backend : {"mysql", "memory"}) {
+        auto service = open_backend(backend, prefix_);
+        try {
+            (void)make_semaphore(*service, "pool", {.permits = 2});
+            ADD_FAILURE() << backend << " made a semaphore";
+        } catch (const ConfigError& e) {
+            EXPECT_NE(std::string(e.what()).find(backend == "mysql" ? "GET_LOCK" : "memory"), std::string::npos)
+                << e.what();
+        }
+    }
+    auto service = open();
+    EXPECT_THROW(make_semaphore(*service, "pool", {.permits = 0}), ConfigError);
+    EXPECT_THROW(make_semaphore(*service, "bad name", {.permits = 1}), ConfigError);
+}
+
+}  // namespace
+}  // namespace lockstep::test
