@@ -23,7 +23,7 @@
 #include "hold_table.h"
 #include "hold_table_mutex.h"
 #include "renewal_scheduler.h"
-#include "server_time.h"
+#include "lockstep/cache/redis_time.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/cache/redis_subscriber.h"
 #include "lockstep/core/error.h"
@@ -627,7 +627,7 @@ long long RedisFairLockService::queue_length(const std::string& name) const {
 }
 
 std::chrono::system_clock::time_point RedisFairLockService::server_time() {
-    return locks_detail::redis_server_time(*state_->redis);
+    return redis_server_time(*state_->redis);
 }
 
 }  // namespace lockstep

@@ -7,7 +7,7 @@
 #include "lockstep/locks/lock_client.h"
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/locks/redis_read_write_lock.h"
-#include "server_time.h"
+#include "lockstep/cache/redis_time.h"
 
 namespace lockstep {
 
@@ -103,7 +103,7 @@ std::unique_ptr<DistributedReadWriteLock> RedisLockService::make_read_write_lock
 }
 
 std::chrono::system_clock::time_point RedisLockService::server_time() {
-    return locks_detail::redis_server_time(client_->redis());
+    return redis_server_time(client_->redis());
 }
 
 }  // namespace lockstep

@@ -21,7 +21,7 @@
 #include "redlock_masters.h"
 #include "renewal_scheduler.h"
 #include "redlock_scripts.h"
-#include "server_time.h"
+#include "lockstep/cache/redis_time.h"
 
 namespace lockstep {
 
@@ -409,7 +409,7 @@ std::unique_ptr<DistributedReadWriteLock> RedlockLockService::make_read_write_lo
 std::chrono::system_clock::time_point RedlockLockService::server_time() {
     for (std::size_t i = 0;; ++i) {
         try {
-            return locks_detail::redis_server_time(state_->masters.client(i));
+            return redis_server_time(state_->masters.client(i));
         } catch (const ConnectionError&) {
             if (i + 1 == state_->masters.size()) throw;  // no master answered
         }

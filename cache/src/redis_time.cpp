@@ -1,20 +1,12 @@
-#include "server_time.h"
+#include "lockstep/cache/redis_time.h"
 
 #include <charconv>
 #include <string>
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
-#include "lockstep/locks/lock_service.h"
 
 namespace lockstep {
-
-std::chrono::system_clock::time_point LockService::server_time() {
-    throw ConfigError("server_time", "the " + std::string(backend()) + " lock backend has no server clock to read");
-}
-
-namespace locks_detail {
-
 namespace {
 
 long long time_field(const RedisReply& r) {
@@ -37,5 +29,4 @@ std::chrono::system_clock::time_point redis_server_time(RedisClient& redis) {
     return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(since_epoch));
 }
 
-}  // namespace locks_detail
 }  // namespace lockstep
