@@ -6,6 +6,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
 #include "lockstep/db/mysql_pool.h"
+#include "lockstep/locks/redis_lock_service.h"
 
 namespace lockstep::demo {
 
