@@ -71,6 +71,7 @@ Environment::Environment(Budget budget) : budget_(budget) {
     LockClientOptions lo;
     lo.prefix = "lsb" + std::to_string(::getpid()) + ":";
     locks_ = std::make_unique<RedisLockClient>(*redis_, lo);
+    lock_service_ = std::make_unique<RedisLockService>(*locks_);
 #endif
     prefix_ = "lsb" + std::to_string(::getpid()) + ":";
     // Ids of this process only, so that runs against a shared external database do not meet.
@@ -92,6 +93,7 @@ Environment::~Environment() {
         logger()->warn("bench: cleaning up product rows: {}", e.what());
     }
 #if LOCKSTEP_BENCH_HAS_LOCKS
+    lock_service_.reset();
     locks_.reset();
 #endif
     db_.reset();

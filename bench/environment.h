@@ -22,6 +22,7 @@
 #include "raw_redis.h"
 #if LOCKSTEP_BENCH_HAS_LOCKS
 #include "lockstep/locks/lock_client.h"
+#include "lockstep/locks/redis_lock_service.h"
 #endif
 
 namespace lockstep::bench {
@@ -86,6 +87,8 @@ public:
     RedisLockClient& locks() {
         return *locks_;
     }
+    // locks() as a LockService (what RepositoryOptions::lock_service takes).
+    RedisLockService& lock_service() { return *lock_service_; }
 #endif
 
 private:
@@ -100,6 +103,7 @@ private:
     std::unique_ptr<MysqlPool> db_;
 #if LOCKSTEP_BENCH_HAS_LOCKS
     std::unique_ptr<RedisLockClient> locks_;
+    std::unique_ptr<RedisLockService> lock_service_;
 #endif
     // Cluster only: a raw connection to each master, for INFO (opened at the first call).
     std::mutex masters_mutex_;

@@ -19,7 +19,7 @@ inline std::shared_ptr<ProductRepository> make_repository(Environment& env,
     RepositoryOptions o;
     o.strategy = std::move(strategy);
     o.lock_mode = lock_mode;
-    if (lock_mode != LockMode::None) o.lock_client = &env.locks();
+    if (lock_mode != LockMode::None) o.lock_service = &env.lock_service();
     o.key_prefix = env.prefix();
     // Long-lived entries: an entry leaves the cache only because a write removed it.
     o.ttl = std::chrono::hours(1);

@@ -6,6 +6,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
 #include "lockstep/db/mysql_pool.h"
+#include "lockstep/locks/redis_lock_service.h"
 
 namespace lockstep::demo {
 
@@ -76,7 +77,7 @@ RepositoryOptions repository_options(Services& services, const std::string& stra
     RepositoryOptions o;
     o.strategy = make_strategy(strategy);
     o.lock_mode = mode;
-    if (mode != LockMode::None) o.lock_client = &services.locks();
+    if (mode != LockMode::None) o.lock_service = &services.lock_service();
     o.key_prefix = services.prefix();
     o.ttl = ttl;
     o.ttl_jitter = std::chrono::milliseconds(0);

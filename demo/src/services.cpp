@@ -7,6 +7,7 @@
 #include "lockstep/core/uri.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/locks/lock_client.h"
+#include "lockstep/locks/redis_lock_service.h"
 
 namespace lockstep::demo {
 
@@ -30,6 +31,7 @@ Services::Services(const Endpoints& endpoints, std::string prefix, int concurren
 
 Services::~Services() {
     // The lock client stops its watchdog before the Redis client it uses goes away.
+    lock_service_.reset();
     locks_.reset();
 }
 
@@ -37,6 +39,13 @@ RedisLockClient& Services::locks() {
     std::lock_guard lock(locks_mutex_);
     if (!locks_) locks_ = new_lock_client();
     return *locks_;
+}
+
+RedisLockService& Services::lock_service() {
+    RedisLockClient& client = locks();
+    std::lock_guard lock(locks_mutex_);
+    if (!lock_service_) lock_service_ = std::make_unique<RedisLockService>(client);
+    return *lock_service_;
 }
 
 std::shared_ptr<RedisLockClient> Services::new_lock_client() {

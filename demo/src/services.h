@@ -19,6 +19,7 @@ namespace lockstep {
 class RedisClient;
 class MysqlPool;
 class RedisLockClient;
+class RedisLockService;
 }  // namespace lockstep
 
 namespace lockstep::demo {
@@ -48,6 +49,8 @@ public:
     RedisLockClient& locks();
     // A lock client of its own: another "process" in thread mode (its own id and watchdog).
     std::shared_ptr<RedisLockClient> new_lock_client();
+    // locks() as a LockService (what RepositoryOptions::lock_service takes).
+    RedisLockService& lock_service();
 
     const Endpoints& endpoints() const noexcept { return endpoints_; }
     const RedisOptions& redis_options() const noexcept { return redis_options_; }
@@ -66,6 +69,7 @@ private:
     std::unique_ptr<Signals> signals_;
     std::mutex locks_mutex_;
     std::shared_ptr<RedisLockClient> locks_;
+    std::unique_ptr<RedisLockService> lock_service_;
 };
 
 }  // namespace lockstep::demo

@@ -21,6 +21,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/db/db.h"
 #include "lockstep/locks/lock_client.h"
+#include "lockstep/locks/redis_lock_service.h"
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/servers/local_servers.h"
 #include "lockstep/strategies/strategies.h"
@@ -108,6 +109,7 @@ int main() {
         lockstep::MysqlPool db(servers.mysql_options());
         lockstep::RedisClient redis(servers.redis_options());
         lockstep::RedisLockClient locks(redis);
+        lockstep::RedisLockService lock_service(locks);
         create_schema(db);
 
         lockstep::RepositoryOptions account_options;
@@ -117,7 +119,7 @@ int main() {
         lockstep::RepositoryOptions item_options;
         item_options.strategy = std::make_shared<lockstep::WriteThrough>();
         item_options.lock_mode = lockstep::LockMode::Mutex;
-        item_options.lock_client = &locks;
+        item_options.lock_service = &lock_service;
         lockstep::CachedRepository<Item> items(item_entity(), db, redis, item_options);
 
         // Accounts: the database chooses the id and fills the DB-managed columns.

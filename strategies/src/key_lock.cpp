@@ -3,7 +3,6 @@
 
 #include "lockstep/core/logging.h"
 #include "lockstep/locks/lock_service.h"
-#include "lockstep/locks/redis_lock_service.h"
 
 namespace lockstep::detail {
 
@@ -15,12 +14,7 @@ KeyLocks::KeyLocks(std::string repository, const RepositoryOptions& options, con
       stats_(stats),
       health_(health),
       deletes_(deletes),
-      service_(options.lock_service) {
-    if (service_ == nullptr && options.lock_client != nullptr) {
-        owned_ = std::make_shared<RedisLockService>(*options.lock_client);
-        service_ = owned_.get();
-    }
-}
+      service_(options.lock_service) {}
 
 KeyLock::KeyLock(KeyLocks& locks, std::int64_t id, Side side) : locks_(locks), id_(id), side_(side) {}
 

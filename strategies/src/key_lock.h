@@ -29,7 +29,7 @@ namespace lockstep::detail {
 
 class KeyLocks {
 public:
-    // `options`: lock_mode, lock_service (or lock_client), lock_wait, lock_lease (borrowed: outlives this).
+    // `options`: lock_mode, lock_service, lock_wait, lock_lease (borrowed: outlives this).
     KeyLocks(std::string repository, const RepositoryOptions& options, const EntityKeys& keys, RepositoryStats& stats,
              CacheHealth& health, DeleteQueue& deletes);
 
@@ -44,10 +44,8 @@ private:
     RepositoryStats& stats_;
     CacheHealth& health_;
     DeleteQueue& deletes_;
-    // Makes the locks: options.lock_service, or a RedisLockService over options.lock_client
-    // (owned_); null under LockMode::None.
-    std::shared_ptr<LockService> owned_;
-    LockService* service_ = nullptr;
+    // Makes the locks (options.lock_service); null under LockMode::None.
+    LockService* const service_;
 };
 
 // The lock of one key for one operation, per the lock mode. Released explicitly by release();

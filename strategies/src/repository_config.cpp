@@ -25,7 +25,7 @@ RepositoryOptions validated(RepositoryOptions o) {
     if (o.delete_retry_initial <= milliseconds(0)) throw ConfigError("delete_retry_initial", "must be positive");
     if (o.delete_retry_max < o.delete_retry_initial) throw ConfigError("delete_retry_max", "must be >= delete_retry_initial");
     if (o.cache_retry_after < milliseconds(0)) throw ConfigError("cache_retry_after", "must not be negative");
-    if (o.lock_mode != LockMode::None && o.lock_service == nullptr && o.lock_client == nullptr) {
+    if (o.lock_mode != LockMode::None && o.lock_service == nullptr) {
         throw ConfigError("lock_service", "lock mode " + std::string(to_string(o.lock_mode)) + " needs a LockService");
     }
     if (o.lock_mode == LockMode::ReadWrite && o.lock_service != nullptr && !o.lock_service->supports_read_write()) {

@@ -13,6 +13,7 @@
 #include "adversary.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/db/fenced_write.h"
+#include "lockstep/locks/redis_lock_service.h"
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/strategies/cached_repository.h"
 #include "lockstep/strategies/write_then_delete.h"
@@ -40,6 +41,7 @@ int fenced_holder() {
     LockClientOptions lo;
     lo.prefix = env("PREFIX");
     RedisLockClient locks(redis, lo);
+    RedisLockService lock_service(locks);
     MysqlPool pool(parse_mysql_url(env("LOCKSTEP_LOCKS_MYSQL")));
     RedisMutex m(locks, env("NAME"), {.lease = std::chrono::milliseconds(std::stoll(env("LEASE_MS", "600")))});
     m.lock();
@@ -82,11 +84,12 @@ int repo_writer() {
     LockClientOptions lo;
     lo.prefix = env("PREFIX");
     RedisLockClient locks(redis, lo);
+    RedisLockService lock_service(locks);
     MysqlPool pool(parse_mysql_url(env("LOCKSTEP_LOCKS_MYSQL")));
     RepositoryOptions o;
     o.strategy = std::make_shared<WriteThenDelete>();
     o.lock_mode = LockMode::ReadWrite;
-    o.lock_client = &locks;
+    o.lock_service = &lock_service;
     o.lock_lease = std::chrono::milliseconds(std::stoll(env("LEASE_MS", "900")));
     o.lock_wait = 3s;
     o.key_prefix = env("PREFIX");

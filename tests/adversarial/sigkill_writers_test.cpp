@@ -15,6 +15,7 @@
 
 #include "adversary.h"
 #include "locks_test_support.h"
+#include "lockstep/locks/redis_lock_service.h"
 #include "lockstep/strategies/cached_repository.h"
 #include "lockstep/strategies/write_then_delete.h"
 #include "test_servers.h"
@@ -41,10 +42,11 @@ TEST(AdversarialSigkill, KilledWritersLeaveNoEntryOlderThanItsRowPastTheBound) {
     LockClientOptions lo;
     lo.prefix = prefix;
     RedisLockClient locks(redis, lo);
+    RedisLockService lock_service(locks);
     RepositoryOptions o;
     o.strategy = std::make_shared<WriteThenDelete>();
     o.lock_mode = LockMode::ReadWrite;
-    o.lock_client = &locks;
+    o.lock_service = &lock_service;
     o.lock_lease = lease;
     o.lock_wait = 3s;
     o.key_prefix = prefix;

@@ -47,12 +47,13 @@ int stampede_role() {
     LockClientOptions lo;
     lo.prefix = env("PREFIX");
     RedisLockClient lock_client(client, lo);
+    RedisLockService lock_service(lock_client);
 
     RepositoryOptions o;
     o.key_prefix = env("PREFIX");
     o.strategy = strategy_named(env("STRATEGY", "WriteThenDelete"));
     o.lock_mode = lock_mode_named(env("LOCK", "None"));
-    o.lock_client = &lock_client;
+    o.lock_service = &lock_service;
     o.guard_wait = 10s;
     o.lock_wait = 10s;
     CachedRepository<Product> repo(product_entity(), pool, client, o);

@@ -90,11 +90,12 @@ TEST(ClusterFailoverLoad, AMasterKilledMidRunIsSurvivedAndTheCacheAgreesWithTheD
         losses.push_back(l);
     };
     RedisLockClient locks(client, lo);
+    RedisLockService lock_service(locks);
     RepositoryOptions o;
     o.key_prefix = unique_key_prefix();
     o.strategy = std::make_shared<Lease>();
     o.lock_mode = LockMode::Mutex;
-    o.lock_client = &locks;
+    o.lock_service = &lock_service;
     o.lock_wait = 30s;
     o.cache_retry_after = 100ms;
     o.delete_retry_initial = 20ms;

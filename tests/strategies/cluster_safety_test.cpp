@@ -102,7 +102,7 @@ TEST(ClusterSafetyTest, EveryCacheCallTouchesOnlyKeysOfOneIdsHashTag) {
             o.key_prefix = unique_key_prefix();
             o.strategy = strategy_named(s);
             o.lock_mode = mode;
-            o.lock_client = &locks();
+            o.lock_service = &lock_service();
             CachedRepository<Product> repo(product_entity(), db(), store, o);
             const auto existing = cleanup.add(unique_id());
             const auto fresh = cleanup.add(unique_id());
@@ -235,6 +235,7 @@ TEST(ClusterSafetyTest, EveryStrategyAndLockModeRunsOnARedisClusterNode) {
     EXPECT_THROW(client.eval(RedisScript("return redis.call('GET', KEYS[1])"), {"{a}x", "{b}y"}, {}), ProtocolError);
 
     RedisLockClient lock_client(client);
+    RedisLockService lock_service(lock_client);
     ProductCleanup cleanup;
     for (const char* s : kAllStrategies) {
         for (auto mode : {LockMode::None, LockMode::Mutex, LockMode::ReadWrite}) {
@@ -243,7 +244,7 @@ TEST(ClusterSafetyTest, EveryStrategyAndLockModeRunsOnARedisClusterNode) {
             o.key_prefix = unique_key_prefix();
             o.strategy = strategy_named(s);
             o.lock_mode = mode;
-            o.lock_client = &lock_client;
+            o.lock_service = &lock_service;
             CachedRepository<Product> repo(product_entity(), db(), client, o);
             const auto existing = cleanup.add(unique_id());
             const auto fresh = cleanup.add(unique_id());

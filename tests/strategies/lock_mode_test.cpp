@@ -18,7 +18,7 @@ protected:
         o.key_prefix = prefix_;
         o.strategy = std::move(s);
         o.lock_mode = mode;
-        o.lock_client = &locks();
+        o.lock_service = &lock_service();
         o.lock_wait = 10s;
         return std::make_unique<CachedRepository<Product>>(product_entity(), db(), redis(), o);
     }
@@ -93,7 +93,7 @@ TEST_F(LockModeTest, AWriteThatCannotGetTheLockInTimeFailsWithTimeoutError) {
     RepositoryOptions o;
     o.key_prefix = prefix_;
     o.lock_mode = LockMode::Mutex;
-    o.lock_client = &locks();
+    o.lock_service = &lock_service();
     o.lock_wait = 100ms;
     CachedRepository<Product> impatient(product_entity(), db(), redis(), o);
     auto holder = repo(LockMode::Mutex);

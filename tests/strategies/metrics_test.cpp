@@ -25,7 +25,7 @@ TEST(RepositoryLatencies, HitsMissesWritesAndLocksAreTimed) {
     o.key_prefix = unique_key_prefix();
     o.strategy = std::make_shared<WriteThrough>();
     o.lock_mode = LockMode::Mutex;
-    o.lock_client = &locks();
+    o.lock_service = &lock_service();
     CachedRepository<Product> r(product_entity(), db(), redis(), o);
     ASSERT_TRUE(r.get(id));  // miss, lock, load, fill
     ASSERT_TRUE(r.get(id));  // hit

@@ -122,7 +122,7 @@ protected:
         o.key_prefix = unique_key_prefix();
         o.strategy = strategy_named(strategy().spec);
         o.lock_mode = mode();
-        o.lock_client = &locks();
+        o.lock_service = &lock_service();
         o.ttl = 60s;
         o.ttl_jitter = 0ms;
         o.guard_wait = 20s;

@@ -66,11 +66,12 @@ TEST(RedisOutageTest, RedisKilledMidRunReadsFallBackAndQueuedDeletesLandAfterRes
     ro.socket_timeout = 500ms;
     RedisClient client(ro);
     RedisLockClient lock_client(client);
+    RedisLockService lock_service(lock_client);
     auto plain = quick_retries(prefix);
     auto locked = quick_retries(unique_key_prefix());
     locked.strategy = std::make_shared<Lease>();
     locked.lock_mode = LockMode::Mutex;
-    locked.lock_client = &lock_client;
+    locked.lock_service = &lock_service;
     locked.lock_wait = 1s;
     CachedRepository<Product> a(product_entity(), db(), client, plain);
     CachedRepository<Product> b(product_entity(), db(), client, locked);

@@ -21,7 +21,7 @@ protected:
         RepositoryOptions o;
         o.key_prefix = prefix_;
         o.strategy = std::move(strategy);
-        o.lock_client = &locks();
+        o.lock_service = &lock_service();
         return o;
     }
     std::unique_ptr<CachedRepository<Product>> repo(RepositoryOptions o) {
@@ -405,7 +405,7 @@ TEST_F(RepositoryTest, BadOptionsAndEntitiesAreConfigErrors) {
     EXPECT_THROW(repo(o), ConfigError);
     o = options();
     o.lock_mode = LockMode::Mutex;
-    o.lock_client = nullptr;
+    o.lock_service = nullptr;
     EXPECT_THROW(repo(o), ConfigError);
     o = options();
     o.key_prefix = "{x}:";

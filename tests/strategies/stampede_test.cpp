@@ -26,7 +26,7 @@ protected:
         o.key_prefix = prefix_;
         o.strategy = strategy_named(std::get<0>(GetParam()));
         o.lock_mode = std::get<1>(GetParam());
-        o.lock_client = &locks();
+        o.lock_service = &lock_service();
         o.guard_wait = 10s;
         o.lock_wait = 10s;
         return o;

@@ -65,6 +65,7 @@ struct Clients {
     MysqlPool pool;
     RedisClient redis;
     RedisLockClient locks;
+    RedisLockService lock_service{locks};
 };
 
 Clients& clients() {
@@ -77,6 +78,7 @@ Clients& clients() {
 MysqlPool& db() { return clients().pool; }
 RedisClient& redis() { return clients().redis; }
 RedisLockClient& locks() { return clients().locks; }
+RedisLockService& lock_service() { return clients().lock_service; }
 
 std::string unique_key_prefix() {
     static std::atomic<int> counter{0};

@@ -27,6 +27,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/db/db.h"
 #include "lockstep/locks/lock_client.h"
+#include "lockstep/locks/redis_lock_service.h"
 #include "lockstep/strategies/strategies.h"
 
 namespace lockstep::test {
@@ -49,6 +50,8 @@ MysqlOptions strategies_mysql_options();
 MysqlPool& db();
 RedisClient& redis();
 RedisLockClient& locks();
+// A RedisLockService over locks(): what RepositoryOptions::lock_service takes.
+RedisLockService& lock_service();
 
 // A key prefix no other test uses, without braces (the entity's tag must stay the hash tag).
 std::string unique_key_prefix();

@@ -84,7 +84,7 @@ protected:
         options_.key_prefix = unique_key_prefix();
         options_.strategy = strategy_named(GetParam());
         options_.lock_mode = LockMode::Mutex;
-        options_.lock_client = &locks();
+        options_.lock_service = &lock_service();
     }
     void TearDown() override {
         for (auto id : ids_) db().execute("DELETE FROM contract_accounts WHERE id = ?", {id});

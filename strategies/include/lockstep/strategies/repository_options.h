@@ -15,23 +15,17 @@ class LockService;
 class MysqlPool;
 class Outbox;
 
-class RedisLockClient;
-
 struct RepositoryOptions {
     // What writes do to the cache, and how misses backfill. Null: WriteThenDelete.
     std::shared_ptr<const WriteStrategy> strategy;
 
-    // Distributed lock per key (lock_mode.h). Mutex and ReadWrite need `lock_service` (or,
-    // the older Redis-only way, `lock_client`).
+    // Distributed lock per key (lock_mode.h). Mutex and ReadWrite need `lock_service`.
     LockMode lock_mode = LockMode::None;
     // Makes the per-key locks, whatever the backend (locks/lock_service.h: Redis, fair Redis,
-    // MySQL, ZooKeeper, in-memory). Borrowed; must outlive the repository. Takes precedence over
-    // `lock_client`. ReadWrite needs a backend with read-write locks (ConfigError otherwise).
+    // MySQL, ZooKeeper, in-memory). Borrowed; must outlive the repository. ReadWrite needs a
+    // backend with read-write locks (ConfigError otherwise). With a RedisLockClient at hand,
+    // `RedisLockService service(client);` is one (locks/redis_lock_service.h).
     LockService* lock_service = nullptr;
-    // Redis only, kept for existing callers: used through a RedisLockService when
-    // `lock_service` is null. Borrowed; must outlive the repository. Its prefix should equal `key_prefix`'s namespace
-    // only for tidiness: the hash tag `{<entity>:<id>}` is shared either way.
-    RedisLockClient* lock_client = nullptr;
     // How long a read or write waits for the key's lock. A read that times out reads the
     // database without filling; a write throws TimeoutError (RetryCall).
     std::chrono::milliseconds lock_wait{std::chrono::seconds(5)};
