@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -11,10 +12,13 @@
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
+#include "lockstep/db/mysql_pool.h"
 #include "lockstep/invalidation/binlog_event.h"
 #include "lockstep/invalidation/binlog_stream.h"
+#include "lockstep/invalidation/fault_points.h"
 #include "lockstep/invalidation/gtid_state.h"
 #include "lockstep/strategies/cache_entry.h"
 
@@ -25,9 +29,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kDurations = 65536;
 
+// How an entity's content is read back: its comparison and the repository's SELECT.
+struct ContentCheck {
+    InspectedEntity entity;
+    std::string select;  // SELECT key, version, columns FROM table WHERE key = ?
+};
+
 // One sampled change: the key, what the database committed, when it arrived.
 struct Check {
     std::string key;
+    std::int64_t id = 0;
+    std::string table;  // "database.table": the per-table metrics
+    const ContentCheck* content = nullptr;  // null: versions only
     std::optional<std::int64_t> version;  // the committed version; nullopt: unknown (no column)
     bool deleted = false;
     Clock::time_point received;
@@ -35,11 +48,43 @@ struct Check {
     bool stale_before = false;  // found stale at the first check: being re-read
 };
 
+enum class Verdict { Fresh, StaleByVersion, StaleByContent };
+
 double percentile(std::vector<double> v, double p) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
     return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
 }
+
+std::string quoted(const std::string& identifier, const char* part) {
+    if (identifier.empty() || identifier.size() > 64) throw ConfigError(part, "must be 1 to 64 characters");
+    for (char c : identifier) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
+        if (!ok) throw ConfigError(part, "'" + identifier + "': only letters, digits, '_' and '$'");
+    }
+    return "`" + identifier + "`";
+}
+
+// The repository's own read of one row (strategies' EntitySql::select_one: the same list).
+std::string select_of(const InspectedEntity& e) {
+    const std::string key = quoted(e.key_column, "entity.key_column");
+    std::string list = key + ", " + quoted(e.version_column, "entity.version_column");
+    for (const auto& c : e.columns) list += ", " + quoted(c, "entity.columns");
+    return "SELECT " + list + " FROM " + quoted(e.table, "entity.table") + " WHERE " + key + " = ?";
+}
+
+// Durations of resolved staleness, the last kDurations of them.
+struct Durations {
+    std::vector<double> ms;
+    std::size_t next = 0;
+    void add(double v) {
+        if (ms.size() < kDurations) {
+            ms.push_back(v);
+        } else {
+            ms[next++ % kDurations] = v;
+        }
+    }
+};
 
 }  // namespace
 
@@ -52,10 +97,25 @@ struct ConsistencyInspector::Impl {
     mutable Mutex mutex;
     CondVar wake;
     std::deque<Check> queue GUARDED_BY(mutex);  // ordered by due time: every check is delayed by the same amount
-    std::vector<Check> stale_now GUARDED_BY(mutex);  // re-read every recheck_every
-    InspectorMetrics m GUARDED_BY(mutex);
-    std::vector<double> durations GUARDED_BY(mutex);
-    std::size_t next_duration GUARDED_BY(mutex) = 0;
+    // Re-read every recheck_every while stale; also the deferred first checks (defer()).
+    std::vector<Check> stale_now GUARDED_BY(mutex);
+    InspectorMetrics m GUARDED_BY(mutex);  // its `tables` stays empty: per_table holds those
+    Durations durations GUARDED_BY(mutex);
+    struct PerTable {
+        InspectorTableMetrics m;
+        Durations durations;
+    };
+    std::map<std::string, PerTable> per_table GUARDED_BY(mutex);
+    // The newest change received per key of a content-compared binding, while younger than
+    // check_after (older ones are swept): what defers a check (header comment).
+    std::unordered_map<std::string, Clock::time_point> last_change GUARDED_BY(mutex);
+    std::size_t sweep_at GUARDED_BY(mutex) = 1024;
+
+    // Set before start(), read-only after: the content comparison of each bound entity.
+    std::vector<std::unique_ptr<ContentCheck>> contents;
+    std::unordered_map<const TableBinding*, const ContentCheck*> content_of;
+    // Checker-thread state: the connection for content reads, opened on first use.
+    std::unique_ptr<MysqlPool> db;
 
     std::atomic<bool> stopping{false};
     std::thread reader, checker;
@@ -72,13 +132,29 @@ struct ConsistencyInspector::Impl {
     Impl(MysqlOptions my, RedisClient& r, InvalidationMap mp, InspectorOptions o)
         : mysql(std::move(my)), redis(r), map(std::move(mp)), options(std::move(o)) {}
 
-    void schedule(std::string key, std::optional<std::int64_t> version, bool deleted) EXCLUDES(mutex) {
+    // Applies `f` to the global counters and to those of `table`.
+    template <class F>
+    void count(const std::string& table, F&& f) REQUIRES(mutex) {
+        f(m);
+        f(per_table[table].m);
+    }
+
+    void schedule(Check c) EXCLUDES(mutex) {
         MutexLock lock(mutex);
-        ++m.rows_seen;
+        const auto now = Clock::now();
+        count(c.table, [](auto& x) { ++x.rows_seen; });
+        if (c.content != nullptr) {
+            last_change[c.key] = now;
+            if (last_change.size() >= sweep_at) {
+                std::erase_if(last_change, [&](const auto& kv) { return now - kv.second > options.check_after; });
+                sweep_at = std::max<std::size_t>(1024, 2 * last_change.size());
+            }
+        }
         if (options.sample_rate < 1.0 && std::uniform_real_distribution<double>(0, 1)(rng) >= options.sample_rate) return;
         ++m.sampled;
-        const auto now = Clock::now();
-        queue.push_back({std::move(key), version, deleted, now, now + options.check_after, false});
+        c.received = now;
+        c.due = now + options.check_after;
+        queue.push_back(std::move(c));
         wake.notify_all();
     }
 
@@ -88,10 +164,13 @@ struct ConsistencyInspector::Impl {
         const Table& t = it->second;
         binlog::RowsEvent rows = binlog::decode_rows(ev, *t.map);
         const auto version_at = t.map->column_index(options.version_column);
+        const std::string table = t.map->database + "." + t.map->table;
         for (const auto* b : t.bindings) {
             auto column = t.map->column_index(b->key_column);
             if (!column && t.map->primary_key.size() == 1) column = t.map->primary_key[0];
             if (!column) continue;
+            auto found = content_of.find(b);
+            const ContentCheck* content = found == content_of.end() ? nullptr : found->second;
             for (const auto& change : rows.rows) {
                 const bool deleted = change.after.empty();
                 const binlog::RowImage& image = deleted ? change.before : change.after;
@@ -100,8 +179,15 @@ struct ConsistencyInspector::Impl {
                 if (!id) continue;
                 std::optional<std::int64_t> version;
                 if (!deleted && version_at && *version_at < image.size()) version = image[*version_at].as_int64();
-                if (!deleted && !version) continue;  // nothing to compare with
-                schedule(map.key(*b, *id), version, deleted);
+                if (!deleted && !version && content == nullptr) continue;  // nothing to compare with
+                Check c;
+                c.key = map.key(*b, *id);
+                c.id = *id;
+                c.table = table;
+                c.content = content;
+                c.version = version;
+                c.deleted = deleted;
+                schedule(std::move(c));
             }
         }
     }
@@ -165,52 +251,86 @@ struct ConsistencyInspector::Impl {
         }
     }
 
-    // Whether the cache disagrees with what `c` says the database committed. Throws on a failed read.
-    bool is_stale(const Check& c) {
+    // Whether the cache disagrees with what the database committed. Throws on a failed read.
+    Verdict verdict(const Check& c) EXCLUDES(mutex) {
         auto bytes = redis.command({"GET", c.key}).optional_string();
-        if (!bytes) return false;
+        if (!bytes) return Verdict::Fresh;
         auto entry = CacheEntry::decode(*bytes);
-        if (!entry || entry->kind == CacheEntry::Kind::Marker) return false;
-        if (c.deleted) return entry->kind == CacheEntry::Kind::Value;
-        if (entry->kind == CacheEntry::Kind::NotFound) return true;
-        return entry->version < *c.version;
+        if (!entry || entry->kind == CacheEntry::Kind::Marker) return Verdict::Fresh;
+        if (c.deleted) return entry->kind == CacheEntry::Kind::Value ? Verdict::StaleByVersion : Verdict::Fresh;
+        if (entry->kind == CacheEntry::Kind::NotFound) return Verdict::StaleByVersion;
+        if (c.version && entry->version < *c.version) return Verdict::StaleByVersion;
+        if (c.content == nullptr) return Verdict::Fresh;
+        // Same version (or newer, or none known): only the content can tell (inspected_entity.h
+        // says what is compared). The row as it is now, through the repository's own read path.
+        if (!db) {
+            MysqlOptions o = mysql;
+            o.pool_size = 1;
+            db = std::make_unique<MysqlPool>(std::move(o));
+        }
+        auto row = db->query_one(c.content->select, {c.id});
+        {
+            MutexLock lock(mutex);
+            ++m.content_reads;
+        }
+        if (!row) return Verdict::StaleByContent;  // a cached value of a row that is gone
+        return c.content->entity.compare(entry->payload, *row) == InspectedEntity::Content::Differs
+                   ? Verdict::StaleByContent
+                   : Verdict::Fresh;
     }
 
     void record_duration(const Check& c, Clock::time_point now) REQUIRES(mutex) {
         const double ms = std::chrono::duration<double, std::milli>(now - c.received).count();
-        if (durations.size() < kDurations) {
-            durations.push_back(ms);
-        } else {
-            durations[next_duration++ % kDurations] = ms;
-        }
+        durations.add(ms);
+        per_table[c.table].durations.add(ms);
+    }
+
+    // A newer change of the key arrived less than check_after ago: its invalidation may still be
+    // on its way. The check moves to that change's check time (and its staleness is timed from it).
+    bool defer(Check& c, Clock::time_point now) REQUIRES(mutex) {
+        auto it = last_change.find(c.key);
+        if (it == last_change.end() || it->second <= c.received || it->second + options.check_after <= now) return false;
+        ++m.deferred;
+        c.received = it->second;
+        c.due = it->second + options.check_after;
+        stale_now.push_back(std::move(c));
+        return true;
     }
 
     // One check (first or re-read) outside the lock; its outcome under it.
     void run_check(Check c) EXCLUDES(mutex) {
-        bool stale = false;
+        Verdict v = Verdict::Fresh;
         try {
-            stale = is_stale(c);
-        } catch (const Error&) {
+            if (!c.stale_before) fault::point(invalidation_points::before_inspector_check);
+            v = verdict(c);
+        } catch (const std::exception&) {  // Redis, the database, or the entity's from_row
             MutexLock lock(mutex);
             ++m.check_errors;
-            if (c.stale_before) --m.stale_open;
+            if (c.stale_before) count(c.table, [](auto& x) { --x.stale_open; });
             return;
         }
+        const bool stale = v != Verdict::Fresh;
         const auto now = Clock::now();
         MutexLock lock(mutex);
         if (!c.stale_before) {
-            ++m.checked;
+            if (v == Verdict::StaleByContent && defer(c, now)) return;
+            count(c.table, [](auto& x) { ++x.checked; });
             if (!stale) return;
-            ++m.stale;
-            ++m.stale_open;
+            count(c.table, [&](auto& x) {
+                ++x.stale;
+                ++x.stale_open;
+                if (v == Verdict::StaleByContent) ++x.stale_by_content;
+            });
             c.stale_before = true;
         } else if (!stale) {
-            --m.stale_open;
+            count(c.table, [](auto& x) { --x.stale_open; });
             record_duration(c, now);
             return;
         } else if (now - c.received > options.track_for) {
-            --m.stale_open;
-            ++m.stale_given_up;
+            count(c.table, [](auto& x) {
+                --x.stale_open;
+                ++x.stale_given_up;
+            });
             return;
         }
         c.due = now + options.recheck_every;
@@ -279,13 +399,43 @@ void ConsistencyInspector::stop() {
     if (impl_->checker.joinable()) impl_->checker.join();
 }
 
+void ConsistencyInspector::compare_content(InspectedEntity entity) {
+    if (impl_->reader.joinable()) throw ConfigError("compare_content", "call it before start()");
+    if (!entity.compare) throw ConfigError("compare_content", "no comparison (build it with inspected_entity())");
+    auto check = std::make_unique<ContentCheck>();
+    check->select = select_of(entity);
+    bool bound = false;
+    for (const auto& b : impl_->map.bindings()) {
+        if (b.entity == entity.entity && b.prefix == entity.prefix) {
+            impl_->content_of[&b] = check.get();
+            bound = true;
+        }
+    }
+    if (!bound) {
+        throw ConfigError("compare_content", "no binding of entity '" + entity.entity + "' with prefix '" + entity.prefix + "'");
+    }
+    check->entity = std::move(entity);
+    impl_->contents.push_back(std::move(check));
+}
+
 InspectorMetrics ConsistencyInspector::metrics() const {
     MutexLock lock(impl_->mutex);
     InspectorMetrics out = impl_->m;
-    out.stale_per_million = out.checked == 0 ? 0 : 1e6 * static_cast<double>(out.stale) / static_cast<double>(out.checked);
-    out.staleness_p50_ms = percentile(impl_->durations, 0.50);
-    out.staleness_p99_ms = percentile(impl_->durations, 0.99);
-    out.staleness_max_ms = percentile(impl_->durations, 1.0);
+    auto per_million = [](std::uint64_t stale, std::uint64_t checked) {
+        return checked == 0 ? 0 : 1e6 * static_cast<double>(stale) / static_cast<double>(checked);
+    };
+    out.stale_per_million = per_million(out.stale, out.checked);
+    out.staleness_p50_ms = percentile(impl_->durations.ms, 0.50);
+    out.staleness_p99_ms = percentile(impl_->durations.ms, 0.99);
+    out.staleness_max_ms = percentile(impl_->durations.ms, 1.0);
+    for (const auto& [table, t] : impl_->per_table) {
+        InspectorTableMetrics tm = t.m;
+        tm.stale_per_million = per_million(tm.stale, tm.checked);
+        tm.staleness_p50_ms = percentile(t.durations.ms, 0.50);
+        tm.staleness_p99_ms = percentile(t.durations.ms, 0.99);
+        tm.staleness_max_ms = percentile(t.durations.ms, 1.0);
+        out.tables[table] = tm;
+    }
     return out;
 }
 

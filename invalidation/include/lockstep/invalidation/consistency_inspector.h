@@ -9,28 +9,40 @@
 //   lockstep::ConsistencyInspector inspector(mysql_options, redis,
 //       lockstep::InvalidationMap({{.table = "products", .entity = "product"}}),
 //       {.server_id = 4343, .sample_rate = 0.01});
+//   inspector.compare_content(lockstep::inspected_entity(product_entity()));  // optional, per entity
 //   inspector.start();
 //   inspector.metrics().stale_per_million  // per million sampled writes
 //
-// Stale means, for the committed row version V of a sampled change (the after image's
+// Stale means, for a sampled change whose committed row version is V (the after image's
 // `version_column`): a cached value with version < V, or a cached "not found" while the row
-// exists; for a deleted row, any cached value. Markers (a load in progress) and an empty key are
-// fresh. The comparison needs the row's version in the binlog (FULL row images); a table without
-// the version column is checked for deletes only.
+// exists; for a deleted row, any cached value. For an entity registered with compare_content()
+// (inspected_entity.h) a cached value is also stale when its content differs from the committed
+// row's, whatever the versions say: writers outside the library (a plain UPDATE, a trigger,
+// db-level fenced_update) leave `version` alone. Markers (a load in progress) and an empty key
+// are fresh. The version comparison needs the row's version in the binlog (FULL row images); a
+// table without the version column is checked for deletes (and content, when registered) only.
+//
+// Content is compared with the row as it is when the check runs (read through the repository's
+// own SELECT and from_row), not with the binlog image: so a later change of the same key whose
+// invalidation may still be on its way would look like staleness. A check that finds different
+// content while a newer change of its key arrived less than `check_after` ago is therefore
+// deferred to that change's check time (counted once, then).
 //
 // It is a sampler: after a lost connection it resumes from the last transaction it saw, and a
 // position that is gone (purged binlogs) restarts it from the server's current one (samples
 // lost, nothing else).
 //
-// Thread safety: start/stop from one owner thread; metrics() from any.
+// Thread safety: compare_content/start/stop from one owner thread; metrics() from any.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "lockstep/core/mysql_options.h"
+#include "lockstep/invalidation/inspected_entity.h"
 #include "lockstep/invalidation/invalidation_map.h"
 
 namespace lockstep {
@@ -55,14 +67,31 @@ struct InspectorOptions {
     std::chrono::milliseconds read_timeout{1000};
 };
 
+// The counters of one table (InspectorMetrics::tables), with the same meanings as below.
+struct InspectorTableMetrics {
+    std::uint64_t rows_seen = 0;
+    std::uint64_t checked = 0;
+    std::uint64_t stale = 0;
+    std::uint64_t stale_by_content = 0;
+    std::uint64_t stale_open = 0;
+    std::uint64_t stale_given_up = 0;
+    double stale_per_million = 0;
+    double staleness_p50_ms = 0;
+    double staleness_p99_ms = 0;
+    double staleness_max_ms = 0;
+};
+
 struct InspectorMetrics {
     std::uint64_t rows_seen = 0;       // changed rows of watched tables (the writes)
     std::uint64_t sampled = 0;         // of those, scheduled for a check
     std::uint64_t checked = 0;         // first checks done
     std::uint64_t stale = 0;           // entries found stale at their first check
+    std::uint64_t stale_by_content = 0;  // of those, stale by content while the version said fresh
     std::uint64_t stale_open = 0;      // of those, still stale now (being re-read)
     std::uint64_t stale_given_up = 0;  // stale for longer than track_for
-    std::uint64_t check_errors = 0;    // Redis reads that failed (the sample is dropped)
+    std::uint64_t check_errors = 0;    // Redis or database reads that failed (the sample is dropped)
+    std::uint64_t content_reads = 0;   // committed rows read to compare content
+    std::uint64_t deferred = 0;        // checks deferred behind a newer change of their key
     std::uint64_t reconnects = 0;
     // stale / checked, per million.
     double stale_per_million = 0;
@@ -72,6 +101,8 @@ struct InspectorMetrics {
     double staleness_p99_ms = 0;
     double staleness_max_ms = 0;
     bool connected = false;
+    // The same per watched table, by "database.table" as the binlog names it.
+    std::map<std::string, InspectorTableMetrics> tables;
 };
 
 class ConsistencyInspector {
@@ -83,6 +114,9 @@ public:
     ConsistencyInspector(const ConsistencyInspector&) = delete;
     ConsistencyInspector& operator=(const ConsistencyInspector&) = delete;
 
+    // Compares the cached values of `entity` by content too (above). REQUIRES: before start();
+    // `entity.entity` and `entity.prefix` name a binding of the map (ConfigError otherwise).
+    void compare_content(InspectedEntity entity);
     // Starts following from the server's current position (a reader and a checker thread).
     void start();
     void stop();

@@ -9,6 +9,10 @@
 //                                      the first event is read: a test holds it there while a
 //                                      backlog of transactions reaches the socket, so that they
 //                                      are flushed as one batch (one pipeline)
+//   invalidation.before_inspector_check ConsistencyInspector's checker thread, a sampled change
+//                                      due, before its first read of the key: a test holds it
+//                                      there until a follower has caught up, so the check sees
+//                                      what the follower did, not a race with it         C5, C9
 #pragma once
 
 #include <string_view>
@@ -17,5 +21,6 @@ namespace lockstep::invalidation_points {
 
 inline constexpr std::string_view before_second_delete = "invalidation.before_second_delete";
 inline constexpr std::string_view after_stream_open = "invalidation.after_stream_open";
+inline constexpr std::string_view before_inspector_check = "invalidation.before_inspector_check";
 
 }  // namespace lockstep::invalidation_points
