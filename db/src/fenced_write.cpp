@@ -49,7 +49,7 @@ bool fenced_update(MysqlConnection& connection, const SqlValue& key, std::int64_
     std::optional<Row> row = connection.query_one(select_fence_sql(u), {key});
     if (!row) return false;
     const std::int64_t fence = row->get<std::int64_t>("fence");
-    throw ConflictError("fenced write to " + u.table + " " + key.describe() + " refused: fencing token " +
+    throw ConflictError("fenced write to " + u.table + " refused: fencing token " +
                         std::to_string(token) + " is stale, the row was written under token " +
                         std::to_string(fence) + " (a newer lock holder)");
 }

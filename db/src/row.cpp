@@ -67,8 +67,7 @@ const SqlValue& Row::typed(std::string_view column, SqlValue::Type type, std::st
                             ") is NULL; read it as std::optional<" + std::string(wanted) + ">");
     }
     throw ProtocolError("Row: column '" + name + "' is " + sql_type + " (read as " +
-                        std::string(to_string(v.type())) + "), not " + std::string(wanted) + "; value " +
-                        v.describe());
+                        std::string(to_string(v.type())) + "), not " + std::string(wanted));
 }
 
 std::int64_t Row::get_int64(std::string_view column) const {
@@ -78,8 +77,8 @@ std::int64_t Row::get_int64(std::string_view column) const {
 int Row::get_int(std::string_view column) const {
     const std::int64_t v = typed(column, SqlValue::Type::Int64, "int").as_int64();
     if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-        throw ProtocolError("Row: column '" + std::string(column) + "' value " + std::to_string(v) +
-                            " does not fit an int; read it as int64_t");
+        throw ProtocolError("Row: column '" + std::string(column) +
+                            "' holds a value that does not fit an int; read it as int64_t");
     }
     return static_cast<int>(v);
 }

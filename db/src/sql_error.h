@@ -14,8 +14,14 @@
 namespace lockstep::db_detail {
 
 // The DbError for `e`. `during` says what lockstep was doing ("connect to 127.0.0.1:3306",
-// "execute UPDATE products ..."); it is prefixed to the server's message.
+// "execute UPDATE products ..."); it is prefixed to the server's message, which is redacted
+// first (redact_server_message).
 DbError to_db_error(const sql::SQLException& e, std::string_view during);
+
+// `message` (a MySQL/MariaDB error text) with every quoted value replaced by '?': identifiers
+// (key, column, table, user, host names) are kept, row values and literals are not. The rule and
+// the server messages it was checked against are in sql_error.cpp.
+std::string redact_server_message(std::string_view message);
 
 // True when a connection that raised `error` can no longer be trusted and must be closed rather
 // than reused: the client lost or desynchronised its session (CR_* codes 2000-2999, SQLState

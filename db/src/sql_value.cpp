@@ -23,24 +23,24 @@ std::string_view to_string(SqlValue::Type type) noexcept {
 
 std::int64_t SqlValue::checked_unsigned(std::uint64_t v) {
     if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        throw ConfigError("SQL parameter", std::to_string(v) + " does not fit a signed 64-bit integer");
+        throw ConfigError("SQL parameter", "an unsigned value above 2^63-1 does not fit a signed 64-bit integer");
     }
     return static_cast<std::int64_t>(v);
 }
 
 std::int64_t SqlValue::as_int64() const {
     if (const auto* v = std::get_if<std::int64_t>(&value_)) return *v;
-    throw ProtocolError("SQL value " + describe() + " is " + std::string(to_string(type())) + ", not int64");
+    throw ProtocolError("SQL value is " + std::string(to_string(type())) + ", not int64");
 }
 
 double SqlValue::as_double() const {
     if (const auto* v = std::get_if<double>(&value_)) return *v;
-    throw ProtocolError("SQL value " + describe() + " is " + std::string(to_string(type())) + ", not double");
+    throw ProtocolError("SQL value is " + std::string(to_string(type())) + ", not double");
 }
 
 const std::string& SqlValue::as_string() const {
     if (const auto* v = std::get_if<std::string>(&value_)) return *v;
-    throw ProtocolError("SQL value " + describe() + " is " + std::string(to_string(type())) + ", not string");
+    throw ProtocolError("SQL value is " + std::string(to_string(type())) + ", not string");
 }
 
 std::string SqlValue::describe() const {

@@ -107,9 +107,9 @@ std::vector<Row> read_rows(sql::ResultSet& result) {
                     const std::uint64_t v = result.getUInt64(c);
                     if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
                         throw ProtocolError("column '" + shared->names[c - 1] + "' (" +
-                                            shared->sql_types[c - 1] + " UNSIGNED) holds " +
-                                            std::to_string(v) +
-                                            ", which does not fit int64; CAST it to CHAR in SQL");
+                                            shared->sql_types[c - 1] +
+                                            " UNSIGNED) holds a value above 2^63-1, which does not "
+                                            "fit int64; CAST it to CHAR in SQL");
                     }
                     values.emplace_back(static_cast<std::int64_t>(v));
                     break;

@@ -70,8 +70,8 @@ public:
 
     const Variant& variant() const noexcept { return value_; }
 
-    // For logs and error messages: NULL, 42, 1.5, 'text'. Bytes outside printable ASCII are
-    // written \xNN; long strings are cut at 64 bytes.
+    // For a caller's debugging (the library never logs it: a value may be row content): NULL, 42,
+    // 1.5, 'text'. Bytes outside printable ASCII are written \xNN; strings are cut at 64 bytes.
     std::string describe() const;
 
     friend bool operator==(const SqlValue&, const SqlValue&) = default;
