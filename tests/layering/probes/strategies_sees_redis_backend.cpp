@@ -1,0 +1,1 @@
+#include "lockstep/locks/redis_mutex.h"  // strategies take locks through LockService, never a backend
