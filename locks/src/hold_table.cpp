@@ -1,4 +1,4 @@
-// The hold registry and the acquire / release flow shared by the non-Redis backends.
+// The hold registry, its expiry thread, and the acquire / release flow the backends share.
 #include "hold_table.h"
 
 #include <random>

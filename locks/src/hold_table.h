@@ -1,6 +1,8 @@
-// Internal: what every lock backend but Redis shares (the Redis client keeps its own registry in
-// lock_client.cpp until that file is split): thread numbers, the hold registry, loss reporting,
-// and the acquire / release flow with its typed errors (L6, L10).
+// Internal: what the lock backends share: thread numbers, the validity rule (valid_until_from,
+// RACES L11), the hold registry with its expiry thread, loss reporting, and the acquire / release
+// flow with its typed errors (L6, L10). The fair Redis mutex, Redlock, MySQL, ZooKeeper and the
+// in-memory backend keep their holds here; the barging Redis client (locks/redis) keeps its own
+// registry (redis_hold_registry.cpp) but the same validity rule.
 //
 // A backend supplies a HoldBackend: one new acquisition until a deadline, one release, and the
 // abandoning of a lost hold. Everything a caller can observe about reentrancy, NotOwnerError,
