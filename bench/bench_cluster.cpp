@@ -1,4 +1,4 @@
-// Issue 12 benchmark rows: the uncontended lock cycle and a cache hit on a 3-master Redis Cluster
+// Cluster benchmark rows: the uncontended lock cycle and a cache hit on a 3-master Redis Cluster
 // (LocalRedisCluster, started here) against the same on the run's single node, timed call by
 // call in paired loops (paired.h): one for the lock cycles, one for the GETs. Routing on a cluster is a CRC16 and a table lookup to pick the
 // slot's pool, so the target is ≤ 1.05×.
@@ -31,7 +31,7 @@ namespace {
 // client). In one loop of six, the cluster GET always came right after the single node's lock
 // cycle, while the single GET came after the cluster GET: with the same client code the cluster
 // GET cost 5.7-7.6 µs over its raw GET in that loop and 0.7-0.9 µs in this one
-// (docs/performance.md, "Session 5, issue 12: the cluster hit's cost"). With the lock cycles in
+// (docs/performance.md, the cluster hit's cost). With the lock cycles in
 // one loop and the GETs in another, each side's calls follow calls of the same kind.
 constexpr const char* kClusterCycleBench = "cluster_vs_single/paired_cycle";
 constexpr const char* kClusterBench = "cluster_vs_single/paired_hit";

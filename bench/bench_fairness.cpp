@@ -1,4 +1,4 @@
-// Fairness under contention (issue 14, item 5, measurement only): 16 threads of this process
+// Fairness under contention (measurement only): 16 threads of this process
 // lock and unlock one RedisMutex with an empty critical section for a fixed window. Inside the
 // critical section (so every figure is ordered by the lock itself) each acquirer notes which
 // thread held the lock before it and when that holder started to release it; from that:
@@ -147,7 +147,7 @@ void register_fairness(Environment& env, Plan& plan) {
                              "re-acquisition " + fixed(same * 100, 0) + "%; hand-over p50 " + micros(p50) +
                              ", p99 " + fixed(p99 * 1e3, 1) + " ms; longest wait is the max over " +
                              std::to_string(r.repetitions(kBench)) +
-                             " repetitions, the rest medians; reference (issue 14, other setting): "
+                             " repetitions, the rest medians; reference (other setting): "
                              "redis++ RedMutex 2,352 acq/s, 9–10% same-thread, longest 88 ms, p99 4.3 ms";
                  row.data = {{"acquisitions_per_second", rate},
                              {"share_min", r.counter(kBench, "share_min")},

@@ -1,4 +1,4 @@
-// The lock backends side by side (issue 11's benchmarks):
+// The lock backends side by side:
 //
 //   - Uncontended lock cycle of MySQL and ZooKeeper against each one's own raw floor, call by
 //     call in one loop (paired.h): MySQL's lock()+unlock() against a bare GET_LOCK + RELEASE_LOCK
@@ -244,7 +244,7 @@ void register_lock_backends(Environment& env, Plan& plan) {
     register_contended(env, plan, "redis-fair", std::make_shared<RedisFairLockService>(env.redis_options(), so),
                        row_order::kLockBackends + 7);
     // The same mutex with LockClientOptions::local_gate off (every thread queues in Redis, the
-    // behaviour before session 6): the gate's effect measured in the same run, shown, not judged.
+    // behaviour without the gate): the gate's effect measured in the same run, shown, not judged.
     {
         struct Ungated {
             RedisClient redis;

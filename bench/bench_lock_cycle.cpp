@@ -4,7 +4,7 @@
 // timed call by call in one loop (paired.h). A third operation in the loop runs those same two
 // scripts through RedisClient::eval, which splits the difference into "the client layer" and
 // "the lock itself"; after the timed loop a probe reads what each costs the server. A fourth
-// runs the fair mutex (RedisFairLockService, issue 11) against the same floor, and so against
+// runs the fair mutex (RedisFairLockService) against the same floor, and so against
 // the barging mutex measured in the same loop.
 #include <memory>
 #include <string>

@@ -24,9 +24,9 @@ constexpr int kCodec = 100;
 constexpr int kLockBackends = 110;  // 110..118: MySQL and ZooKeeper cycles, contended per backend
 constexpr int kOutbox = 45;
 constexpr int kFollower = 46;  // 46, 47: the binlog follower's lag and throughput
-constexpr int kClusterCycle = 21;  // issue 12: the 3-master cluster ÷ one node
+constexpr int kClusterCycle = 21;  // the 3-master cluster ÷ one node
 constexpr int kClusterHit = 22;
-constexpr int kFairCycle = 23;   // issue 11: the fair Redis mutex against the same floor
+constexpr int kFairCycle = 23;   // the fair Redis mutex against the same floor
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);
@@ -43,7 +43,7 @@ void register_fairness(Environment& env, Plan& plan);
 int handover_worker_main(int argc, char** argv);
 // MySQL's and ZooKeeper's lock cycle against their raw floors; 16-way contention per backend.
 void register_lock_backends(Environment& env, Plan& plan);
-// Lock cycle and cache hit on a 3-master cluster ÷ the same on one node (issue 12).
+// Lock cycle and cache hit on a 3-master cluster ÷ the same on one node.
 void register_cluster(Environment& env, Plan& plan);
 #endif
 

@@ -1,7 +1,7 @@
 // SameCpu: for the length of a paired loop, this process's threads and a private server's threads
 // run on the CPU the calling thread is on; every thread gets its own CPU set back after.
 //
-// Why (measured on the 2-core VM, docs/performance.md "Session 9"): a server with one thread per
+// Why (measured on the 2-core VM, docs/performance.md): a server with one thread per
 // connection (mariadbd, and ZooKeeper's and libzookeeper's own threads) serves ours and the floor
 // on different threads, and the kernel placed those threads differently: two connections opened
 // the same way, sending the same statements, differed 2.3-2.65x in 7 of 8 unpinned runs (which

@@ -30,7 +30,7 @@ PooledRedisConnection RedisConnectionPool::acquire(Lend lend) {
     const auto now = std::chrono::steady_clock::now();
     const auto deadline = now + options_.pool_wait_timeout;
     // A connection returned after this was in use a moment ago: the recv(MSG_PEEK) of
-    // looks_alive() is skipped for it (issue 14: it was the largest part of a cache hit's cost
+    // looks_alive() is skipped for it (it was the largest part of a cache hit's cost
     // over a raw GET). What it would catch in that window is a server that closed the socket
     // just now; the command then fails with a ConnectionError, never with a wrong reply, since
     // unsolicited bytes need a reply left unread, which broken() already refuses to lend.

@@ -1,4 +1,4 @@
-// The lock backends side by side (issue 11): the same two workloads over each LockService —
+// The lock backends side by side: the same two workloads over each LockService —
 // Redis, fair Redis, MySQL (GET_LOCK) and ZooKeeper (when built) — with what each costs, so a
 // user can choose with numbers. Every backend must prevent both races; the rows differ in cost
 // and in the note that says when that backend is the right choice.

@@ -1,14 +1,14 @@
 // C11 (docs/races.md): versions that go backwards.
 //   The row is at v5 and R has read it. It is deleted and inserted again while R is paused before
 //   its backfill (or an operator resets it by raw SQL while the cache holds v5); then one more
-//   repository write. Round 1 restarted versions at 1 and compared a fill only with what the key
+//   repository write. The first version scheme restarted versions at 1 and compared a fill only with what the key
 //   happened to hold: R's v5 lands over the re-inserted v1, and the next write (v2) is refused as
 //   "stale", so the deleted row is served until the TTL. The library's versions continue above
 //   every version written before (max(version + 1, database clock)), a backfill needs its own
 //   marker, and a write-through set deletes a higher version instead of being refused by it.
 //
-// Round 1's behaviour is kept HERE only (namespace round1), to reproduce the race: a fill script
-// as round 1 had it, and writes whose versions restart at 1. The library does not ship it.
+// That scheme is kept HERE only (namespace round1), to reproduce the race: a fill script
+// as that scheme had it, and writes whose versions restart at 1. The library does not ship it.
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/cache/redis_script.h"
 #include "lockstep/db/mysql_pool.h"
@@ -22,7 +22,7 @@ using namespace stale;
 
 namespace round1 {
 
-// Round 1's fill_if_newer (backfills and write-through sets alike): refused only by a value of a
+// The first scheme's fill_if_newer (backfills and write-through sets alike): refused only by a value of a
 // higher version; an empty key, a marker or a lower version is overwritten.
 const RedisScript& fill_script() {
     static const RedisScript script(R"lua(
@@ -54,7 +54,7 @@ FillOutcome fill(RedisClient& redis, const std::string& key, const std::string& 
     }
 }
 
-// The library's store with round 1's fills: a backfill ignores whether its marker survived.
+// The library's store with the first scheme's fills: a backfill ignores whether its marker survived.
 class Store final : public EntryStore {
 public:
     Store(RedisClient& redis, std::chrono::milliseconds ttl) : redis_(redis), real_(make_redis_entry_store(redis)), ttl_(ttl) {}
@@ -86,7 +86,7 @@ private:
     std::chrono::milliseconds ttl_;
 };
 
-// Round 1's write-through step after COMMIT: the written row, set with round 1's fill.
+// The first scheme's write-through step after COMMIT: the written row, set with the first scheme's fill.
 FillOutcome set_row(Worker& w, const std::string& key, std::int64_t id) {
     auto row = w.services.db().query_one("SELECT id, version, name, price, stock FROM products WHERE id = ?", {id});
     if (!row) throw ConfigError("C11", "product missing");
@@ -95,7 +95,7 @@ FillOutcome set_row(Worker& w, const std::string& key, std::int64_t id) {
                 std::chrono::seconds(60));
 }
 
-// Round 1's writes: an insert writes version 1, an update version + 1.
+// The first scheme's writes: an insert writes version 1, an update version + 1.
 void remove(Worker& w, const std::string& key, std::int64_t id) {
     w.services.db().execute("DELETE FROM products WHERE id = ?", {id});
     w.services.redis().del({key});
@@ -112,7 +112,7 @@ FillOutcome update_price(Worker& w, const std::string& key, std::int64_t id, std
 
 }  // namespace round1
 
-const char* const kRound1 = "WriteThrough, versions restart at 1 as in round 1 (demo-only)";
+const char* const kRound1 = "WriteThrough, versions restart at 1 (demo-only)";
 const char* const kPaused = ", remove + insert under a paused reader";
 const char* const kReset = ", reset by raw SQL";
 constexpr std::int64_t kOldPrice = 100, kReinsertedPrice = 300, kRepairPrice = 777;
@@ -125,7 +125,7 @@ void actor(ActorEnv& e) {
     const bool paused = is_paused(e.variant);
     const std::string key = e.repo.key_of(e.a.id);
     if (e.actor == "R") {
-        // Under round 1 the reader's repository fills as round 1 did.
+        // Under the first scheme the reader's repository fills as it did.
         std::unique_ptr<Repo> own;
         Repo* repo = &e.repo;
         if (old) {
@@ -146,7 +146,7 @@ void actor(ActorEnv& e) {
         e.a.post("r_done");
         return;
     }
-    // W: the row has a history (v5 under round 1; one library write otherwise).
+    // W: the row has a history (v5 under the first scheme; one library write otherwise).
     if (old) {
         e.w.services.db().execute("UPDATE products SET price = ?, version = 5 WHERE id = ?", {kOldPrice, e.a.id});
     } else {

@@ -71,7 +71,7 @@ BackgroundScheduler::~BackgroundScheduler() {
 // The worker is woken only when the new task is due before every queued one: otherwise it
 // already sleeps until an earlier due time and will see this task then. A stream of writes
 // with a DelayedDoubleDelete schedules one task per write; waking the worker for each cost the
-// writer a context switch on a busy machine (issue 14, the double-delete writer row).
+// writer a context switch on a busy machine (the double-delete writer row).
 void BackgroundScheduler::run_after(std::chrono::milliseconds delay, std::function<void()> task) {
     bool earliest = false;
     {

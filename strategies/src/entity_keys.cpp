@@ -15,7 +15,7 @@ EntityKeys::EntityKeys(std::string prefix, std::string entity_name)
     check_name("entity.name", name_);  // the one rule of every name (core/names.h)
 }
 
-// Every read builds its key: one allocation, no temporaries (issue 14, the cache-hit path).
+// Every read builds its key: one allocation, no temporaries (the cache-hit path).
 std::string EntityKeys::value(std::int64_t id) const {
     char digits[24];
     const auto end = std::to_chars(digits, digits + sizeof digits, id).ptr;

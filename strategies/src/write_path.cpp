@@ -270,7 +270,7 @@ std::optional<std::int64_t> WritePath::update(std::int64_t id,
         }
         // DelayedDoubleDelete's first DEL goes out now, with the row locked and nothing written
         // yet, and its reply is collected in before_commit(): the UPDATE's round trip hides the
-        // DEL's (issue 14 item 3). C3 is unchanged: the delete still precedes COMMIT, and the
+        // DEL's. C3 is unchanged: the delete still precedes COMMIT, and the
         // strategy's delete after COMMIT is what closes C3.
         std::unique_ptr<PendingRemove> early_delete;
         const bool early = p_.config.strategy->deletes_before_commit();

@@ -1,4 +1,4 @@
-// The adversarial suite (issue 15 item 5): real servers, real signals, outside writes, bounded
+// The adversarial suite: real servers, real signals, outside writes, bounded
 // time. Each case attacks a claim of docs/locks.md for a fixed number of iterations or seconds,
 // counts the violations of that claim, prints both ("[ adversary ] <case>: N iterations, V
 // violations") and fails on any violation.

@@ -126,7 +126,7 @@ TEST_F(RedisPoolTest, IdleConnectionClosedByTheServerIsReplacedOnLend) {
     EXPECT_EQ(client.pool_stats().created, 2u);
 }
 
-// The recently returned connection is lent without the recv(MSG_PEEK) check (issue 14). The
+// The recently returned connection is lent without the recv(MSG_PEEK) check. The
 // server kills it inside that window: a GET is answered all the same (run once more on a
 // connection checked now), a write gets a typed ConnectionError, and neither ever reads a reply
 // that is not its own.

@@ -1,5 +1,5 @@
 // The locks on a real 3-master Redis Cluster (LocalRedisCluster): the 20-name RedisMutex case of
-// issue 12 (12 of 20 names failed with MOVED before the client routed), contention with a
+// once found (12 of 20 names failed with MOVED before the client routed), contention with a
 // release waking a waiter of another client whatever node its slot lives on, and fencing tokens
 // that keep increasing across a failover of the lock's master.
 //
@@ -95,7 +95,7 @@ TEST(RedisMutexOnCluster, AReleaseWakesAWaiterOfAnotherClientOnEveryMaster) {
     }
 }
 
-// "Any lockstep program works unchanged when given a cluster URL" (issue 12): the lock service
+// "Any lockstep program works unchanged when given a cluster URL": the lock service
 // URL of a program (repository options, the conformance backends, the demo) opens on a cluster
 // too. Before, open_lock_service knew only redis:// and redis-fair:// (ConfigError "unknown
 // scheme 'redis+cluster'"), and redis-fair's opener dropped a "+cluster" from the scheme.

@@ -284,7 +284,7 @@ TEST(Barrier, ThreeThreadsAllArriveBeforeAnyGoesOn) {
                 arrived.fetch_add(1);
                 point("test.core.barrier");
                 if (arrived.load() >= 3 * round) saw_all.fetch_add(1);
-                // Round 2 must not start before every thread has checked round 1.
+                // The second round must not start before every thread has checked the first.
                 barrier.arrive_and_wait();
             }
         });

@@ -1,7 +1,7 @@
 // The fair Redis mutex's watchdog keeps the same promises as RedisMutex's (L5): a fixed lease
 // (LockOptions::renew = false) is never extended and its end is reported as LeaseEnded; a hold
 // whose renewals cannot reach Redis for a whole lease is reported Unreachable, not kept silently
-// (until session 9 the fair watchdog renewed every hold and swallowed every renewal error).
+// (a fair watchdog once renewed every hold and swallowed every renewal error).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -150,7 +150,7 @@ TEST_F(RedisFairWatchdog, ARenewalThatFailsOnceIsRetriedAndTheHoldKept) {
 }
 
 // A renewal under way while the holder unlocks finds the key gone: that is the release, not a
-// loss (until session 10 it was reported lost, Expired, and on_lost ran for a hold its owner had
+// loss (it once was reported lost, Expired, and on_lost ran for a hold its owner had
 // just released). Forced: the watchdog is held at its first renewal while the test unlocks.
 TEST_F(RedisFairWatchdog, ARenewalRacingTheUnlockIsNotReportedAsALoss) {
     auto m = make("racing", 300ms, true);
@@ -166,10 +166,9 @@ TEST_F(RedisFairWatchdog, ARenewalRacingTheUnlockIsNotReportedAsALoss) {
     EXPECT_EQ(seen_.seen(), 0) << "reported lost after its own unlock: " << seen_.message;
 }
 
-// Until session 10 the watchdog renewed every hold on one period: a third of the shortest lease
-// any hold of the service had ever had (5 ms at least), for the service's life. One short-lease
-// hold, long released, made it renew a 3 s hold every 10 ms (~30 renewals in 300 ms). Each hold
-// is now renewed a third into its own lease: the 3 s hold not before 1 s.
+// Each hold is renewed a third into its own lease, not on one period for the whole service (a
+// third of the shortest lease any hold ever had): one short-lease hold, long released, must not
+// make a 3 s hold renew every 10 ms. The 3 s hold is renewed not before 1 s.
 TEST(RedisFairWatchdogPlan, EachHoldIsRenewedOnItsOwnLeaseNotTheShortestOneTheServiceSaw) {
     LockServiceOptions o;
     o.prefix = fair_test_prefix("fairplan");

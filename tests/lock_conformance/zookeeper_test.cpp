@@ -69,7 +69,7 @@ TEST(ZooKeeperLock, OneReleaseWakesOneWaiter) {
     EXPECT_EQ(acquired.load(), 3);
 }
 
-// The client's host lookups (issue 11 bench: a getaddrinfo at every I/O wake-up by default):
+// The client's host lookups (bench: a getaddrinfo at every I/O wake-up by default):
 // the service asks for them only on reconnect unless told otherwise, and refuses a value
 // libzookeeper would refuse, before it connects anywhere.
 TEST(ZooKeeperLock, HostResolutionDelayIsOnReconnectByDefaultAndChecked) {

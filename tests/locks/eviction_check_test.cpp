@@ -1,4 +1,4 @@
-// B3 (issue 15): lock keys carry TTLs, so a Redis that evicts (maxmemory with a volatile-* or
+// B3: lock keys carry TTLs, so a Redis that evicts (maxmemory with a volatile-* or
 // allkeys-* policy) can delete a held lock. The lock client checks the server at construction.
 // Each test starts its own redis-server with a real maxmemory setting.
 #include <gtest/gtest.h>

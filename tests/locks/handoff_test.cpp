@@ -1,4 +1,4 @@
-// The hand-off of issue 14 item 5 (LockClientOptions::handoff_window / handoff_after): a release
+// The hand-off (LockClientOptions::handoff_window / handoff_after): a release
 // that wakes a waiter reserves the lock for it, so a barging acquirer cannot take it back, and a
 // woken waiter that never comes blocks the lock for at most the window. Forced: the woken waiter
 // is held at the fault point between its wake-up and its try (locks.wait.after_sleep), and the

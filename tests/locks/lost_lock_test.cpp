@@ -1,4 +1,4 @@
-// Issue 16 item 4: a lost lock never kills the process and never passes silently. std guards
+// A lost lock never kills the process and never passes silently. std guards
 // over a hold lost to a redis-server restart, and a RedisLockClient destroyed while its locks
 // are held and waited on.
 #include <gtest/gtest.h>

@@ -208,7 +208,7 @@ TEST_F(RedisMutexTest, L10_UniqueLockCanCatchTheLossWithoutTerminating) {
     EXPECT_FALSE(m.held_by_this_thread());
 }
 
-// Issue 16 item 4: the guard path never throws. A hold deleted under a std::scoped_lock is
+// The guard path never throws. A hold deleted under a std::scoped_lock is
 // reported (on_lost once, lost(), the counters), and the guard's unlock() returns quietly.
 TEST_F(RedisMutexTest, L10_ScopedLockOverALostHoldReportsInsteadOfTerminating) {
     std::atomic<int> reported{0};

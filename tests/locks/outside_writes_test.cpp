@@ -1,4 +1,4 @@
-// Issue 15 item 4: writes from outside the library onto lock keys and channels (B5, B6), and a
+// Writes from outside the library onto lock keys and channels (B5, B6), and a
 // frozen waiter at the head of the queue.
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -364,7 +364,7 @@ TEST_F(RedisReadWriteLockTest, L5_LostReadHoldIsReported) {
 namespace lockstep {
 namespace {
 
-// B1 (issue 15): a waiting writer W1 is SIGKILLed and its claim's expiry entry is deleted from
+// B1: a waiting writer W1 is SIGKILLed and its claim's expiry entry is deleted from
 // outside (eviction did the same in 2 of 10 adversary trials). Before the fix the orphaned claim
 // was never removed: W2 was told "re-check now" for ever (~300-400 EVALSHA/s) and never got the
 // lock. Now a claim without an expiry entry counts as expired: W2 gets the lock as soon as the

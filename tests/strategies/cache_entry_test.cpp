@@ -37,7 +37,7 @@ TEST(JsonCodecTest, AnIntegerBeyond64BitsIsRefusedNotCast) {
     EXPECT_EQ(codec.decode(R"({"weight":2.5e300,"id":18446744073709551615})").weight, 2.5e300);
 }
 
-// Found by tests/fuzz/fuzz_cache_entry (session 8): a float with a fraction, far beyond int64,
+// Found by tests/fuzz/fuzz_cache_entry: a float with a fraction, far beyond int64,
 // in an integer field was cast (undefined behaviour). A float where T keeps an integer is refused
 // when it is out of int32's range; a double field keeps any value.
 TEST(JsonCodecTest, AFloatOutOfRangeForAnIntegerFieldIsRefusedNotCast) {

@@ -1,4 +1,4 @@
-// A Redis Cluster shard failover in the middle of a load run (issue 12, "the whole suite on the
+// A Redis Cluster shard failover in the middle of a load run ("the whole suite on the
 // topologies"): a repository with the Lease strategy and Mutex locks serves reads and writes
 // from four threads over a private 3-master cluster (one replica each) while one master is
 // SIGKILLed and its replica promoted. Survived means: every read returned the row (from the

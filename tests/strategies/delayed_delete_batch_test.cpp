@@ -1,4 +1,4 @@
-// DelayedDoubleDelete's delayed DELs are batched (issue 14): every key due when the scheduler
+// DelayedDoubleDelete's delayed DELs are batched: every key due when the scheduler
 // wakes goes out in one pipeline, each key is deleted, and a batch that fails hands its keys to
 // the retry queue (C5). Forced: the shared scheduler is held busy by a task that waits on a
 // promise until every delayed DEL is due, so they are due together whatever the machine's load.

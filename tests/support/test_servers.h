@@ -1,7 +1,7 @@
 // The private servers of one test binary: started on first use, stopped at exit. Honour
 // LOCKSTEP_REDIS_URL / LOCKSTEP_MYSQL_URL like everything else.
 //
-// LOCKSTEP_TEST_REDIS_TOPOLOGY picks the shape of the private Redis (issue 12 item 6: the lock
+// LOCKSTEP_TEST_REDIS_TOPOLOGY picks the shape of the private Redis (the lock
 // and repository suites run unchanged on a cluster):
 //   unset, "" or "standalone"  one private redis-server (LocalServers), as always;
 //   "cluster"                  a private 3-master Redis Cluster (LocalRedisCluster, no replicas:

@@ -1,4 +1,4 @@
-// Issue 12 item 1 (Cluster part), RACES L8: a hold whose key's slot is on a cluster shard whose
+// RACES L8 on a Cluster: a hold whose key's slot is on a cluster shard whose
 // master is replaced (SIGKILL, replica promoted) may be gone on the promoted replica, so the lock
 // client reports it lost (on_lost, lost()) as soon as its router's map shows the new master (the
 // router's watch thread asks for the map every second), not at the hold's next renewal. A hold

@@ -1,4 +1,4 @@
-// Issue 12 item 1, pub/sub in a cluster (RACES L7 on a cluster): lock wake-ups are sharded
+// Pub/sub in a cluster (RACES L7 on a cluster): lock wake-ups are sharded
 // (the scripts SPUBLISH on a channel carrying the lock's hash tag; RedisSubscriber SSUBSCRIBEs
 // on the master owning that slot), so a release is one message on one shard, never a broadcast
 // over the whole cluster bus. Measured with the nodes' own counters (CLUSTER INFO:

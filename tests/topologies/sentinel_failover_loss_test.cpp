@@ -1,4 +1,4 @@
-// Issue 12 item 1 (Sentinel part), RACES L8: a hold taken on a master that Sentinel then replaces
+// RACES L8 behind Sentinel: a hold taken on a master that Sentinel then replaces
 // may be gone on the promoted replica, so the lock client reports it lost (on_lost, lost()) as
 // soon as it learns of the switch (+switch-master), never keeps it silently. Forced with a
 // coordinated SENTINEL FAILOVER on LocalRedisSentinel (the key even reached the replica: the

@@ -27,7 +27,7 @@ namespace {
 
 // Server time (never a client clock, L2) and the helpers every script shares. The clock is read
 // only on the paths that need it (a token drawn, a waiter's expiry, a head looked at): an
-// uncontended release never reads it, an uncontended acquire once (RedisMutex's rule, issue 14:
+// uncontended release never reads it, an uncontended acquire once (RedisMutex's rule:
 // TIME and its conversions were the largest part of an uncontended cycle's server time).
 // clock() and now_us / now_ms come from lock_scripts::lazy_clock_lua(), put before this prelude.
 constexpr const char* kPrelude = R"lua(

@@ -3,8 +3,8 @@
 // variable, instead of each joining the lock's Redis wait queue: only the gate's holder talks to
 // Redis (its try, its wait for a turn), and it keeps the gate for its hold's whole life. So Redis
 // sees at most one contender per process and name, and a hand-over between two threads of one
-// process costs no publish, no wake-up message and no failed try (issue 11 "contended ÷ one
-// client", issue 14 item 4).
+// process costs no publish, no wake-up message and no failed try ("contended ÷ one
+// client").
 //
 // Fairness among the threads of one process follows the rule the Redis queue follows between
 // processes (LockClientOptions::handoff_after, Go's sync.Mutex starvation mode): barging while

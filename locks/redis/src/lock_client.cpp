@@ -23,7 +23,7 @@ namespace {
 
 // 64 random bits: unique among the clients that can meet on one lock name (a collision needs
 // ~2^32 live clients), and 16 bytes shorter than 128 in every owner field, waiter id, channel
-// and script argument (issue 14: the held mutex's bytes in Redis).
+// and script argument (the held mutex's bytes in Redis).
 std::string random_client_id() {
     std::random_device rd;
     static const char* hex = "0123456789abcdef";

@@ -83,7 +83,7 @@ struct HoldSettings {
     std::function<void(const LockLoss&)> on_lost;
 };
 
-// One acquirable side of a lock, built once per lock object (issue 14: its keys, channel and
+// One acquirable side of a lock, built once per lock object (its keys, channel and
 // fixed arguments are strings made at construction, not at every call) and immutable after, so
 // threads share it and a hold keeps it alive (the watchdog builds its renewal from it).
 class LockSide {
@@ -164,7 +164,7 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // both are reported (log, counters, on_lost) and nothing is thrown but NotOwnerError.
     void release(const LockSide& side, bool checked) EXCLUDES(mutex);
 
-    // The stages of acquire (issue 14 item 7), each with its invariant where it is defined.
+    // The stages of acquire, each with its invariant where it is defined.
     struct Acquisition;
     bool reenter(Acquisition& a, const std::shared_ptr<Hold>& held);
     bool pass_gate(Acquisition& a, LocalGate& gate, std::optional<SteadyTime> deadline, GatePass& pass,

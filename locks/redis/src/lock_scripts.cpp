@@ -26,7 +26,7 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 // counter lives (last + 1), and never below the server clock in µs. The clock floor keeps tokens
 // increasing after the counter expired, was deleted, or was lost with a restarted server (no
 // persistence) or a failover, as long as the server clock does not go back (docs/locks.md).
-// Cost (issue 14): one SET … GET writes the clock and reads the last token in one call; only when
+// Cost: one SET … GET writes the clock and reads the last token in one call; only when
 // the last token is not below the clock (the clock went back, or two acquisitions in one µs) a
 // second SET writes last + 1. Numbers go to Redis as Lua numbers (Redis formats them '%.17g':
 // exact integers below 2^53), so no string.format on the server's hot path.
@@ -66,7 +66,7 @@ end
 // Entries past their expiry (a waiter that died) are dropped; the woken entry is removed (it
 // re-queues with its old arrival score if it loses to a barging acquirer). PUBLISH returns how
 // many subscribers got it: 0 means that waiter's process is gone, so the next one is tried.
-// Issue 14 item 5, the hand-off: when the woken waiter has waited at least `after_us`, the free
+// The hand-off: when the woken waiter has waited at least `after_us`, the free
 // lock is reserved for it: the lock key becomes {'~' = waiter} with a TTL of `window` ms. Every
 // acquire finds it busy (pttl > 0, not the owner) except that waiter's own queuing try, which
 // takes it. The TTL bounds what a woken waiter that died or froze can cost (L1's rule: nothing
@@ -212,7 +212,7 @@ std::string join(std::initializer_list<const char*> parts) {
 // Returns {2, token} acquired; {1, 0} re-entered; {-2, 0} caller's hold is gone;
 //         {0, ms} busy: ms = re-check after (pttl, or for a waiter min(pttl, wait left)),
 //         and a waiter also gets {0, ms, queue score}.
-// Stages, cheapest first (issue 14): one PTTL tells free (-2), foreign without TTL (-1) and held;
+// Stages, cheapest first: one PTTL tells free (-2), foreign without TTL (-1) and held;
 // a free lock is taken with HSET, PEXPIRE and the fencing token (TIME, SET … GET): 5 calls.
 const RedisScript& mutex_acquire() {
     static const RedisScript script(join({kLazyClock, kNextFence, R"lua(
@@ -237,7 +237,7 @@ if pttl == -2 then
   if reentry then return {-2, 0} end
   return take()
 end
--- Issue 14 item 5: the lock is reserved for the waiter the last release woke (wake_next), and
+-- The lock is reserved for the waiter the last release woke (wake_next), and
 -- this is that waiter: it takes the lock; anyone else finds it busy until the window ends.
 if waiter and pttl > 0 and redis.call('hget', KEYS[1], '~') == waiter then
   redis.call('del', KEYS[1])

@@ -100,7 +100,7 @@ struct RedisLockClient::Impl::Acquisition {
 // The flow: re-entry (L6), else a fresh try, else wait for a turn (L7, L9). A thread whose
 // client already listens on the lock's channel (another of its threads waits there) goes
 // straight to the queuing try: a plain try would only find the lock busy and cost one more
-// script per acquisition (issue 14 item 4).
+// script per acquisition.
 bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
                                     std::optional<SteadyTime> deadline) {
     Use use(*this);

@@ -161,7 +161,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     static FairHold& fair_hold(const Hold& h) { return *static_cast<FairHold*>(h.state.get()); }
 
     // The watchdog: each hold is renewed a third into its lease (its own, not the shortest lease
-    // of the service: until session 10 one short-lease hold made the watchdog renew every hold
+    // of the service: with one period for all, one short-lease hold made the watchdog renew every hold
     // every 5 ms for the service's life), a fixed lease's end is reported when it comes.
     locks_detail::RenewalScheduler watchdog;
     // A new hold is registered (HoldTable): the watchdog is woken only if it is due before the

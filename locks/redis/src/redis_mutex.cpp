@@ -86,7 +86,7 @@ private:
     RedisLockClient::Impl& impl_;
     const std::string name_, key_, fence_, queue_, queue_expiry_, channel_;
     const std::string lease_ms_, fence_ttl_ms_, grace_ms_;
-    const std::string handoff_window_ms_, handoff_after_us_;  // issue 14 item 5 (wake_next)
+    const std::string handoff_window_ms_, handoff_after_us_;  // the hand-off (wake_next)
     // Shared by every lock object of this name on this client (LocalGateTable), kept alive by
     // this side and so by every hold of it.
     const std::shared_ptr<LocalGate> gate_;

@@ -5,7 +5,7 @@
 //
 // Why a wrong masterauth: a replica that is paused (SIGSTOP, DEBUG SLEEP) or a master under
 // CLIENT PAUSE still replicates once it resumes; a replica whose link is cut and that cannot
-// authenticate to reconnect never receives another write (measured 2026-11-23, issue 12).
+// authenticate to reconnect never receives another write (measured 2026-11-23).
 //
 // Thread safety: construct, hold_back_replication and fail_over on one thread.
 #pragma once

@@ -1,5 +1,5 @@
 // BinaryCodec<T>: a compact binary payload for cache entries, for entities whose cache hit
-// must cost little more than the GET (issue 14, item 1). JsonCodec (codec.h) stays the default
+// must cost little more than the GET. JsonCodec (codec.h) stays the default
 // and stays available: entries in JSON are readable with redis-cli, these are not.
 //
 // Why a binary form and not a SAX parse into T: a SAX parse still scans text character by

@@ -173,7 +173,7 @@ private:
         if (!e.id_of) throw ConfigError("entity.id_of", "missing");
         // The default codec (docs/cache.md, "Codecs"): BinaryCodec when T describes its fields
         // with lockstep_binary_fields (a few varints per read: ~30x cheaper to decode than
-        // JSON, issue 14), JsonCodec otherwise. Set entity.codec to choose explicitly, e.g.
+        // JSON), JsonCodec otherwise. Set entity.codec to choose explicitly, e.g.
         // JsonCodec for entries a person reads with redis-cli.
         if (!e.codec) {
             if constexpr (BinaryDescribed<T> && std::default_initializable<T>) {

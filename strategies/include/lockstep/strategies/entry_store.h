@@ -90,7 +90,7 @@ public:
     virtual ~EntryStore() = default;
 
     // Sends the DEL of `key` and returns before its reply, so that the caller overlaps the
-    // round trip with its own work; finish() collects it (issue 14: DelayedDoubleDelete's first
+    // round trip with its own work; finish() collects it (DelayedDoubleDelete's first
     // delete beside the UPDATE). Dropping it unfinished is allowed (the DEL may or may not have
     // run). Default: the delete runs in finish(), as remove({key}).
     virtual std::unique_ptr<PendingRemove> start_remove(const std::string& key) {

@@ -86,7 +86,7 @@ struct LockClientOptions {
     // that cannot take it (a frozen process at the head of the queue, a lost message) leaves a
     // free lock untaken for at most this long.
     std::chrono::milliseconds claim_refresh{2000};
-    // Issue 14 item 5, the hand-off (RedisMutex only): a release that wakes the oldest waiter
+    // The hand-off (RedisMutex only): a release that wakes the oldest waiter
     // reserves the lock for that waiter for `handoff_window`, if it has waited at least
     // `handoff_after` (Go's sync.Mutex starvation mode: barging while waits are short, hand-off
     // once one is not). During the window every other acquirer, the releasing thread included,
@@ -171,7 +171,7 @@ private:
     friend class RedisReadWriteLock;
     Impl& impl() const noexcept { return *impl_; }
     // Locks keep the Impl alive, so a lock used after its client was destroyed finds it closed
-    // instead of a dangling reference (issue 16 item 4).
+    // instead of a dangling reference.
     std::shared_ptr<Impl> impl_;
 };
 

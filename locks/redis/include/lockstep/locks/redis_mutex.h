@@ -31,7 +31,7 @@
 //     LockLostError. Redis errors of lock() surface as ConnectionError / TimeoutError /
 //     ProtocolError.
 //
-// Unlock and RAII guards (issue 16 item 4): std guards call unlock() from their noexcept
+// Unlock and RAII guards: std guards call unlock() from their noexcept
 // destructor, so unlock() never throws because the hold was lost or Redis could not be reached
 // (the release failed: the lease ends the hold; logged and counted as `unlock_errors`). A lost
 // lock at the end of a std::scoped_lock therefore never terminates the process. Callers who want

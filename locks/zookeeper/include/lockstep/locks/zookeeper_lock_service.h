@@ -60,7 +60,7 @@ struct ZooKeeperLockOptions {
     // delay). -1 (default): only when it (re)connects, as the Java client does; > 0: at most once
     // per that many ms, to follow DNS changes of a live ensemble; 0: libzookeeper's own default,
     // a lookup (getaddrinfo, a netlink dump of the interfaces) at every wake-up of its I/O thread,
-    // which was ~8% of an uncontended lock cycle on loopback (docs/performance.md, "Session 9").
+    // which was ~8% of an uncontended lock cycle on loopback.
     std::chrono::milliseconds host_resolution_delay{-1};
 };
 
