@@ -72,7 +72,8 @@ int trial(DemoContext& ctx, const Backend& b, int kind) {
     auto a = b.open(ctx.services(), prefix);
     auto late = b.open(ctx.services(), prefix);
     const auto schedule = JobSchedule::every(1000ms);
-    const std::string job = ctx.unique("close-unpaid");
+    // The run's random prefix keeps run records of earlier demo runs on the same database apart.
+    const std::string job = ctx.services().prefix() + ctx.unique("close-unpaid");
     MysqlPool& db = ctx.services().db();
     if (kind == 3) JobRunRecord::create_table(db);
     // Start at a slot's start (server time), so A and the late B share one slot.
