@@ -63,12 +63,7 @@ void HoldTable::stop_expiry() {
     if (ending.joinable()) ending.join();
 }
 
-void HoldTable::extend(Hold& hold, SteadyTime sent) {
-    const SteadyTime proposed = valid_until_from(sent, hold.lease);
-    SteadyTime current = hold.valid_until.load();
-    while (current < proposed && !hold.valid_until.compare_exchange_weak(current, proposed)) {
-    }
-}
+void HoldTable::extend(Hold& hold, SteadyTime sent) { extend_validity(hold.valid_until, valid_until_from(sent, hold.lease)); }
 
 void HoldTable::wake_expiry_for(SteadyTime valid_until) {
     if (valid_until == SteadyTime::max()) return;

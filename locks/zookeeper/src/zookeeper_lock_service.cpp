@@ -185,11 +185,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     void suspend_holds(zhandle_t* h) REQUIRES(mu) {
         const std::chrono::milliseconds timeout(zoo_recv_timeout(h));
         const SteadyTime bound = disconnected_since + timeout / 3 - locks_detail::validity_drift(timeout);
-        for (const auto& held : table.all()) {
-            SteadyTime current = held->valid_until.load();
-            while (bound < current && !held->valid_until.compare_exchange_weak(current, bound)) {
-            }
-        }
+        for (const auto& held : table.all()) locks_detail::shorten_validity(held->valid_until, bound);
         table.watch_validity(bound);
     }
 
