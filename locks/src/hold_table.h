@@ -128,6 +128,18 @@ public:
     // calls it first in its destructor.
     void stop_expiry() EXCLUDES(mu_);
 
+    // The service is being destroyed (its destructor calls this first, then wakes its own
+    // waiters). From now on lock() throws LockClientClosedError at once, and so does a lock()
+    // whose backend acquisition was under way: its wait ends with that error (the backend's wait
+    // loop calls throw_if_closed() when woken) and a hold it got anyway is given back, never
+    // registered. Every hold still registered is reported lost (ClientClosed) and abandoned
+    // through `backend` (its server side given back); its owner's unlock() then logs and returns,
+    // unlock_checked() throws LockLostError. Stops the expiry thread. Idempotent.
+    void close(HoldBackend& backend) EXCLUDES(mu_);
+    bool closed() const noexcept { return closed_.load(); }
+    // LockClientClosedError once closed(): for a backend's wait loops, after every wake-up.
+    void throw_if_closed() const;
+
 private:
     using Key = std::tuple<std::string, int, std::uint64_t>;
     static Key key_of(const std::string& name, HoldKind kind);
@@ -137,7 +149,9 @@ private:
     std::map<Key, std::shared_ptr<Hold>> holds_ GUARDED_BY(mu_);
     std::set<Key> unlocked_after_loss_ GUARDED_BY(mu_);  // the next unlock of these is a no-op (std guards)
     std::atomic<std::uint64_t> losses_{0};
+    std::atomic<bool> closed_{false};  // written under mu_, so a registration under mu_ sees it
 
+    [[noreturn]] void throw_closed() const;
     void expiry_loop() EXCLUDES(mu_);
     void wake_expiry_for(SteadyTime valid_until) EXCLUDES(mu_);
     CondVar expiry_cv_;

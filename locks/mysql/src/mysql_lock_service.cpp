@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/db/mysql_connection.h"
+#include "lockstep/locks/lock_errors.h"
 
 namespace lockstep {
 
@@ -41,6 +43,7 @@ std::uint64_t fnv1a(std::string_view s, std::uint64_t seed) {
 // One connection that a hold pins for its lifetime. `mu` serialises the holder's release and
 // the watchdog's check; `conn` is null once the session was closed or found dead.
 struct Session {
+    std::int64_t connection_id = 0;  // CONNECTION_ID(), for KILL QUERY when the service goes
     Mutex mu;
     std::unique_ptr<MysqlConnection> conn GUARDED_BY(mu);
     long long wait_timeout_s GUARDED_BY(mu) = 0;  // the session's wait_timeout as last set
@@ -94,6 +97,11 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     MysqlLockStats stats GUARDED_BY(mu);
     CondVar wake;
     bool stopping GUARDED_BY(mu) = false;
+    // The service is gone (close()): no GET_LOCK starts any more, and the ones under way are
+    // ended with KILL QUERY on their sessions (`waiting`: their connection ids).
+    bool closing GUARDED_BY(mu) = false;
+    std::multiset<std::int64_t> waiting GUARDED_BY(mu);
+    CondVar waiting_changed;
     std::chrono::milliseconds watchdog_period GUARDED_BY(mu){1000};  // what the watchdog sleeps now
     std::thread watchdog;
 
@@ -119,7 +127,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         }
         auto s = std::make_shared<Session>();
         auto conn = std::make_unique<MysqlConnection>(mysql);
-        check_epoch(*conn);
+        s->connection_id = check_epoch(*conn);
         MutexLock g(s->mu);  // nobody else has it yet; taken for the analysis
         s->conn = std::move(conn);
         return s;
@@ -128,11 +136,13 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     // The epoch guard (kEpochTable), before a new session's first token: refuses a server whose
     // tokens went back, and records this run's first token once per server run (a row write per
     // run, not per acquisition). Sessions are pooled, and every session on a restarted server is
-    // a new one, so no token of a new run is drawn before this check.
-    void check_epoch(MysqlConnection& c) EXCLUDES(mu) {
+    // a new one, so no token of a new run is drawn before this check. Returns the session's
+    // CONNECTION_ID() (read in the same statement).
+    std::int64_t check_epoch(MysqlConnection& c) EXCLUDES(mu) {
         auto row = c.query_one(
             "SELECT CAST(UUID_SHORT() & 0x00FFFFFFFFFFFFFF AS SIGNED) AS now_token, "
-            "(SELECT high FROM lockstep_lock_epoch WHERE id = 1) AS high");
+            "(SELECT high FROM lockstep_lock_epoch WHERE id = 1) AS high, CAST(CONNECTION_ID() AS SIGNED) AS id");
+        const auto id = row ? row->get<std::optional<std::int64_t>>("id") : std::nullopt;
         const auto now = row ? row->get<std::optional<std::int64_t>>("now_token") : std::nullopt;
         const auto high = row ? row->get<std::optional<std::int64_t>>("high") : std::nullopt;
         if (!now) throw DbError("UUID_SHORT() returned NULL", 0, "HY000");
@@ -153,6 +163,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             MutexLock g(mu);
             ++stats.epoch_writes;
         }
+        return id.value_or(0);
     }
 
     // wait_timeout = the lease: a stopped holder's session (and so its lock) ends this long
@@ -178,7 +189,9 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             return acquire_on(take_session(), h, deadline);
         } catch (const ConnectionError&) {
             // An idle session the server closed meanwhile (wait_timeout, a restart, KILL): its
-            // first statement fails (2006) before anything was held. Once more on a new one.
+            // first statement fails (2006) before anything was held. Once more on a new one,
+            // unless the service went (its close() ends waits by killing them).
+            table.throw_if_closed();
             return acquire_on(take_session(true), h, deadline);
         }
     }
@@ -204,8 +217,27 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
                 // kAcquire: the token when it got the lock, 0 when the wait ran out, -1 for
                 // GET_LOCK's NULL (an error, e.g. the session was killed while it waited).
                 ++statements;
+                {
+                    MutexLock wg(mu);
+                    if (closing) table.throw_if_closed();
+                    waiting.insert(s.connection_id);
+                }
                 const auto sent = SteadyClock::now();
-                auto row = s.conn->query_one(kAcquire, {name, wait_s});
+                std::optional<Row> row;
+                {
+                    struct Waiting {  // off the list once the statement returned or failed
+                        State& st;
+                        std::int64_t id;
+                        ~Waiting() {
+                            {
+                                MutexLock wg(st.mu);
+                                st.waiting.erase(st.waiting.find(id));
+                            }
+                            st.waiting_changed.notify_all();
+                        }
+                    } on_list{*this, s.connection_id};
+                    row = s.conn->query_one(kAcquire, {name, wait_s});
+                }
                 const auto token = row ? row->get<std::optional<std::int64_t>>("token") : std::nullopt;
                 if (!token || *token < 0) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
                 if (*token > 0) {
@@ -297,6 +329,46 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         s.conn.reset();  // closing the session frees whatever it still holds
     }
 
+    // The service's destructor. Holds reported lost (ClientClosed) and their sessions closed,
+    // which frees their locks on the server (hold_table.h); then every GET_LOCK under way is ended
+    // with KILL QUERY from a connection of our own, so its waiter leaves at once with
+    // LockClientClosedError instead of waiting out its chunk (up to the read timeout) and
+    // acquiring through a dead service. A KILL can reach a session just before its GET_LOCK
+    // starts, which clears it: repeated until no waiter is left, within a bound (an unreachable
+    // server ends the waits by its read timeout instead).
+    void close() EXCLUDES(mu) {
+        table.close(*this);
+        std::vector<std::shared_ptr<Session>> idle_sessions;
+        {
+            MutexLock g(mu);
+            closing = true;
+            stopping = true;
+            idle_sessions.swap(idle);
+        }
+        wake.notify_all();
+        idle_sessions.clear();  // closes them
+        std::unique_ptr<MysqlConnection> killer;
+        const auto give_up = SteadyClock::now() + 2s;
+        for (;;) {
+            std::set<std::int64_t> ids;
+            {
+                MutexLock g(mu);
+                ids.insert(waiting.begin(), waiting.end());
+            }
+            if (ids.empty() || SteadyClock::now() >= give_up) break;
+            try {
+                if (!killer) killer = std::make_unique<MysqlConnection>(mysql);
+                for (const auto id : ids) killer->execute_unprepared("KILL QUERY " + std::to_string(id));
+            } catch (const std::exception& e) {
+                logger()->warn("mysql locks: ending the waits of a destroyed service failed ({}); they end at their "
+                               "read timeout", e.what());
+                break;
+            }
+            MutexLock g(mu);
+            waiting_changed.wait_until(mu, std::min(give_up, SteadyClock::now() + 20ms));
+        }
+    }
+
     // ---- watchdog ----
     // Why the hold's session no longer holds its lock; empty while it does (or the hold ended).
     static std::string session_problem(MysqlHold& mh, Session& s) REQUIRES(s.mu) {
@@ -371,11 +443,7 @@ MysqlLockService::MysqlLockService(MysqlOptions mysql, LockServiceOptions option
 }
 
 MysqlLockService::~MysqlLockService() {
-    {
-        MutexLock g(state_->mu);
-        state_->stopping = true;
-    }
-    state_->wake.notify_all();
+    state_->close();
     state_->watchdog.join();
 }
 

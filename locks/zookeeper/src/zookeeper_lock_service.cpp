@@ -533,6 +533,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
 
     bool acquire(Hold& hold, SteadyTime deadline) override EXCLUDES(mu) {
         for (;;) {
+            table.throw_if_closed();  // never a new session for a destroyed service
             try {
                 return acquire_in_session(hold, deadline);
             } catch (const SessionEnded&) {
@@ -644,6 +645,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                         break;
                     }
                 }
+                // The service is being destroyed: leave the line (the catch below deletes our node).
+                if (stopping) table.throw_if_closed();
                 if (expired || session != gen) throw SessionEnded{};
                 if (!woke) {
                     g.unlock();
@@ -846,6 +849,9 @@ ZooKeeperLockService::ZooKeeperLockService(ZooKeeperLockOptions zk, LockServiceO
 }
 
 ZooKeeperLockService::~ZooKeeperLockService() {
+    // Holds reported lost (ClientClosed) and their nodes deleted; waiters leave with
+    // LockClientClosedError once woken below (hold_table.h).
+    state_->table.close(*state_);
     {
         MutexLock g(state_->mu);
         state_->stopping = true;
