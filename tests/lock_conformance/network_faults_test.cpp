@@ -51,10 +51,11 @@ constexpr std::chrono::milliseconds kLease{1500};
 // The holder's network deadline for the Redis-based backends: shorter than the lease, as the
 // watchdog renews every lease/3.
 constexpr std::chrono::milliseconds kRedisSocketTimeout{300};
-// MySQL's read timeout in a service is longer than a lock's lease; with one shorter than the
-// lease the case would pass because the keepalive fails early, not because the hold is valid
-// by the holder's clock.
+// MySQL's read timeout in a service is longer than a lock's lease. The sessions a hold pins use a
+// third of the lease instead (at least 1 s: Connector/C++ takes whole seconds), so a keepalive or
+// a release into a partition gives up that soon (MysqlLockService).
 constexpr std::chrono::milliseconds kMysqlReadTimeout{5000};
+constexpr std::chrono::milliseconds kMysqlPinnedReadTimeout{1000};
 
 std::string fresh_prefix() {
     static std::atomic<int> n{0};
@@ -92,7 +93,7 @@ std::string ms_text(std::chrono::milliseconds d) {
 
 // The holder's deadline on one network call: what its unlock, say, may take at most.
 std::chrono::milliseconds network_timeout(const std::string& backend) {
-    if (backend == "mysql") return kMysqlReadTimeout;
+    if (backend == "mysql") return kMysqlPinnedReadTimeout;
     if (backend == "zookeeper") return kLease;  // the session timeout of backend_url
     return kRedisSocketTimeout;
 }
