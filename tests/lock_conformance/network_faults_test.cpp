@@ -112,6 +112,9 @@ struct ProxiedService {
     void reset() {
         for (auto& p : proxies) p->reset();
     }
+    void refuse() {
+        for (auto& p : proxies) p->refuse();
+    }
     void latency(std::chrono::milliseconds fixed, FaultDirection d) {
         for (auto& p : proxies) p->latency(fixed, 0ms, d);
     }
@@ -331,6 +334,38 @@ TEST_P(NetworkFaults, BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterH
     // And the holder's service works again.
     EXPECT_TRUE(held->try_lock_for(10s));
     held->unlock();
+}
+
+// The holder is cut off past its lease and the rival takes the lock; then the holder's
+// connections are reset and new ones refused, so its release fails at once (no timeout to wait
+// out). That failure must not hide the loss (L10, L11): unlock_checked() throws LockLostError,
+// on_lost has fired exactly once, and the rival's hold is untouched.
+TEST_P(NetworkFaults, AReleaseThatFailsFastAfterTheHoldRanOutReportsTheLossOnce) {
+    std::atomic<int> reported{0};
+    LockOptions o = lease_options();
+    o.on_lost = [&](const LockLoss&) { reported.fetch_add(1); };
+    auto held = holder_.service->make_mutex("refused", o);
+    auto rival = rival_->make_mutex("refused", lease_options());
+    held->lock();
+    holder_.blackhole();
+    ASSERT_TRUE(rival->try_lock_for(kLease + 10s));
+    holder_.reset();
+    holder_.refuse();
+    std::string outcome = "released";
+    try {
+        held->unlock_checked();
+    } catch (const LockLostError&) {
+        outcome = "lost";
+    } catch (const std::exception& e) {
+        outcome = e.what();
+    }
+    EXPECT_EQ(outcome, "lost") << "a release that failed after the hold ran out hid the loss";
+    EXPECT_EQ(held->hold_count(), 0);
+    EXPECT_TRUE(eventually([&] { return reported.load() >= 1; }, 5s));
+    EXPECT_EQ(reported.load(), 1) << "on_lost must fire once";
+    holder_.pass();
+    EXPECT_FALSE(rival->lost());
+    EXPECT_NO_THROW(rival->unlock_checked());
 }
 
 // Latency of twice the lease on the holder's commands: its renewals and its release reach the
