@@ -7,6 +7,7 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/locks/lock_errors.h"
 #include "lock_log.h"
 
 namespace lockstep::locks_detail {
@@ -63,12 +64,7 @@ void HoldTable::stop_expiry() {
     if (ending.joinable()) ending.join();
 }
 
-void HoldTable::extend(Hold& hold, SteadyTime sent) {
-    const SteadyTime proposed = valid_until_from(sent, hold.lease);
-    SteadyTime current = hold.valid_until.load();
-    while (current < proposed && !hold.valid_until.compare_exchange_weak(current, proposed)) {
-    }
-}
+void HoldTable::extend(Hold& hold, SteadyTime sent) { extend_validity(hold.valid_until, valid_until_from(sent, hold.lease)); }
 
 void HoldTable::wake_expiry_for(SteadyTime valid_until) {
     if (valid_until == SteadyTime::max()) return;
@@ -155,8 +151,32 @@ std::vector<std::shared_ptr<Hold>> HoldTable::all() const {
     return out;
 }
 
+void HoldTable::throw_closed() const {
+    throw LockClientClosedError("lock service " + id_ + " was destroyed; make locks from a live service");
+}
+
+void HoldTable::throw_if_closed() const {
+    if (closed_.load()) throw_closed();
+}
+
+void HoldTable::close(HoldBackend& backend) {
+    std::vector<std::shared_ptr<Hold>> open;
+    {
+        MutexLock g(mu_);
+        if (closed_.exchange(true)) return;
+        for (const auto& [k, h] : holds_) {
+            if (!h->lost.load()) open.push_back(h);
+        }
+    }
+    stop_expiry();
+    // Reported before they are given back: lost() is true before anyone else can get the lock.
+    for (const auto& h : open) report_lost(h, LockLossReason::ClientClosed, "the lock service was destroyed");
+    for (const auto& h : open) backend.abandon(*h);
+}
+
 bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kind, SteadyTime deadline,
                      const LockOptions& options) {
+    throw_if_closed();
     if (auto h = find(name, kind)) {
         // Re-entry (L6) never goes to the backend; a hold known lost is not silently re-entered.
         if (h->lost_or_expired()) {
@@ -178,7 +198,19 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     const auto started = SteadyClock::now();
     const bool logging = logger()->should_log(spdlog::level::debug);
     if (logging) lock_log(spdlog::level::debug, name, log_tag(backend, kind), "acquire started");
-    if (!backend.acquire(*hold, deadline)) {
+    bool acquired = false;
+    try {
+        acquired = backend.acquire(*hold, deadline);
+    } catch (const LockClientClosedError&) {
+        throw;
+    } catch (...) {
+        // The service went while this thread waited: whatever ended the wait (a killed
+        // statement, a closed connection) is the closing, not a backend failure.
+        throw_if_closed();
+        throw;
+    }
+    if (!acquired) {
+        throw_if_closed();
         if (logging) lock_log(spdlog::level::debug, name, log_tag(backend, kind), "gave up after {} ms", elapsed_ms(started));
         return false;
     }
@@ -188,11 +220,26 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     }
     hold->acquired_at = SteadyClock::now();
     hold->count = 1;
+    bool registered = false;
     {
         MutexLock g(mu_);
-        const Key k = key_of(name, kind);
-        unlocked_after_loss_.erase(k);
-        holds_[k] = hold;
+        if (!closed_.load()) {
+            const Key k = key_of(name, kind);
+            unlocked_after_loss_.erase(k);
+            holds_[k] = hold;
+            registered = true;
+        }
+    }
+    if (!registered) {
+        // Acquired just as the service went: given back, never handed out.
+        bool released = false;
+        try {
+            released = backend.release(*hold);
+        } catch (const std::exception&) {
+        }
+        hold->lost.store(true);
+        if (!released) backend.abandon(*hold);
+        throw_closed();
     }
     backend.registered(*hold);
     wake_expiry_for(hold->valid_until.load());

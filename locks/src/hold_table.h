@@ -1,8 +1,8 @@
-// Internal: what the lock backends share: thread numbers, the validity rule (valid_until_from,
-// RACES L11), the hold registry with its expiry thread, loss reporting, and the acquire / release
-// flow with its typed errors (L6, L10). The fair Redis mutex, Redlock, MySQL, ZooKeeper and the
-// in-memory backend keep their holds here; the barging Redis client (locks/redis) keeps its own
-// registry (redis_hold_registry.cpp) but the same validity rule.
+// Internal: what the lock backends share: thread numbers, the hold registry with its expiry
+// thread, loss reporting, and the acquire / release flow with its typed errors (L6, L10). The
+// fair Redis mutex, Redlock, MySQL, ZooKeeper and the in-memory backend keep their holds here;
+// the barging Redis client (locks/redis) keeps its own registry (redis_hold_registry.cpp) but the
+// same validity rule (hold_validity.h, RACES L11).
 //
 // A backend supplies a HoldBackend: one new acquisition until a deadline, one release, and the
 // abandoning of a lost hold. Everything a caller can observe about reentrancy, NotOwnerError,
@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "hold_validity.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/core/thread_annotations.h"
 #include "lockstep/locks/lock_loss.h"
@@ -32,28 +33,11 @@
 
 namespace lockstep::locks_detail {
 
-using SteadyClock = std::chrono::steady_clock;
-using SteadyTime = SteadyClock::time_point;
-
 // A number for the calling thread, never reused within the process (pthread ids are: a new
 // thread must not "re-enter" a dead thread's hold).
 std::uint64_t this_thread_number();
 
 enum class HoldKind { Mutex = 0, Write = 1, Read = 2 };
-
-// The margin a validity keeps below the lease: the holder's steady clock and the server's may
-// run at slightly different rates over a lease (Redlock's clock drift factor, 1%), plus 2 ms for
-// the server's own timer resolution.
-inline SteadyClock::duration validity_drift(std::chrono::milliseconds lease) {
-    return std::max<SteadyClock::duration>(std::chrono::milliseconds(2), lease / 100);
-}
-
-// The end of a hold's validity when the server set (or last extended) its lease at or after
-// `sent`, the send time of the acquisition or renewal it acknowledged: before this instant no
-// one else can hold the lock, whatever the network does (RACES L11).
-inline SteadyTime valid_until_from(SteadyTime sent, std::chrono::milliseconds lease) {
-    return sent + lease - validity_drift(lease);
-}
 
 // One thread's hold of one lock (name + kind) of one service.
 struct Hold {
@@ -144,6 +128,18 @@ public:
     // calls it first in its destructor.
     void stop_expiry() EXCLUDES(mu_);
 
+    // The service is being destroyed (its destructor calls this first, then wakes its own
+    // waiters). From now on lock() throws LockClientClosedError at once, and so does a lock()
+    // whose backend acquisition was under way: its wait ends with that error (the backend's wait
+    // loop calls throw_if_closed() when woken) and a hold it got anyway is given back, never
+    // registered. Every hold still registered is reported lost (ClientClosed) and abandoned
+    // through `backend` (its server side given back); its owner's unlock() then logs and returns,
+    // unlock_checked() throws LockLostError. Stops the expiry thread. Idempotent.
+    void close(HoldBackend& backend) EXCLUDES(mu_);
+    bool closed() const noexcept { return closed_.load(); }
+    // LockClientClosedError once closed(): for a backend's wait loops, after every wake-up.
+    void throw_if_closed() const;
+
 private:
     using Key = std::tuple<std::string, int, std::uint64_t>;
     static Key key_of(const std::string& name, HoldKind kind);
@@ -153,7 +149,9 @@ private:
     std::map<Key, std::shared_ptr<Hold>> holds_ GUARDED_BY(mu_);
     std::set<Key> unlocked_after_loss_ GUARDED_BY(mu_);  // the next unlock of these is a no-op (std guards)
     std::atomic<std::uint64_t> losses_{0};
+    std::atomic<bool> closed_{false};  // written under mu_, so a registration under mu_ sees it
 
+    [[noreturn]] void throw_closed() const;
     void expiry_loop() EXCLUDES(mu_);
     void wake_expiry_for(SteadyTime valid_until) EXCLUDES(mu_);
     CondVar expiry_cv_;

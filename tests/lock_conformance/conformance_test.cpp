@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <iostream>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -17,7 +18,9 @@
 #include "backends.h"
 #include "child_process.h"
 #include "counter_file.h"
+#include "eventually.h"
 #include "lockstep/core/names.h"
+#include "lockstep/locks/lock_errors.h"
 #include "lockstep/db/fenced_write.h"
 #include "lockstep/db/mysql_pool.h"
 #include "test_servers.h"
@@ -375,6 +378,70 @@ TYPED_TEST(LockConformance, ReadWriteLockReadersShareWritersExclude) {
 // longer than kMaxNameLength are ConfigErrors; the longest allowed name with every allowed
 // character (':' and '/' included) works, and is one lock (MySQL hashes it into GET_LOCK's 64
 // characters, ZooKeeper escapes its '/').
+// A service destroyed while one of its threads holds a lock and another waits for it (the
+// service must outlive its locks, but a shutdown that gets the order wrong must not leave a thread
+// acquiring through a dead service): the waiter wakes at once with LockClientClosedError, the
+// hold is reported lost (ClientClosed) and given back, and nothing acquires through the locks
+// afterwards. Whether the waiter was inside the backend's wait or just before it when the
+// service went, the outcome asserted is the same.
+TYPED_TEST(LockConformance, DestroyingTheServiceWakesItsWaiterAndNothingAcquiresAfterwards) {
+    std::atomic<int> closed_reports{0};
+    LockServiceOptions so;
+    so.on_lost = [&](const LockLoss& l) {
+        if (l.reason == LockLossReason::ClientClosed) closed_reports.fetch_add(1);
+    };
+    auto s = this->open(so);
+    auto held = s->make_mutex("doomed");
+    auto waited = s->make_mutex("doomed");
+    std::atomic<bool> holding{false}, leave{false}, lost_seen{false};
+    std::thread holder([&] {
+        std::scoped_lock hold(*held);
+        holding = true;
+        while (!leave.load()) std::this_thread::sleep_for(2ms);
+        lost_seen = held->lost();
+    });  // the guard's unlock runs after the service is gone: no throw, no crash
+    while (!holding.load()) std::this_thread::sleep_for(1ms);
+    std::atomic<bool> waiting{false}, out{false};
+    std::string outcome = "still waiting";
+    std::thread waiter([&] {
+        waiting = true;
+        try {
+            waited->lock();
+            outcome = "acquired";
+            waited->unlock();
+        } catch (const LockClientClosedError&) {
+            outcome = "closed";
+        } catch (const std::exception& e) {
+            outcome = e.what();
+        }
+        out = true;
+    });
+    while (!waiting.load()) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(200ms);  // most likely inside the backend's wait by now; either way the same outcome
+    const auto t0 = Clock::now();
+    s.reset();
+    const bool woken = eventually([&] { return out.load(); }, 10s, 1ms);
+    const double woken_ms = ms_since(t0);
+    if (!woken) leave = true;  // a waiter that sleeps on: the holder's unlock lets it finish (and fail below)
+    waiter.join();
+    EXPECT_TRUE(woken) << "the waiter still waited 10 s after the service went";
+    EXPECT_EQ(outcome, "closed");
+    EXPECT_LT(woken_ms, 3000) << "the waiter must wake when the service goes, not at its next poll";
+    EXPECT_EQ(closed_reports.load(), 1) << "the hold is reported lost (ClientClosed) once";
+    if (this->traits_.cross_process) {
+        auto rival_service = this->open();
+        auto rival = rival_service->make_mutex("doomed");
+        EXPECT_TRUE(rival->try_lock_for(5s)) << "the destroyed service's hold was not given back";
+        if (rival->held_by_this_thread()) rival->unlock();
+    }
+    leave = true;
+    holder.join();
+    EXPECT_TRUE(lost_seen.load());
+    EXPECT_THROW(waited->lock(), LockClientClosedError);
+    EXPECT_THROW((void)waited->try_lock(), LockClientClosedError);
+    std::cout << "[ measure ] " << TypeParam::name << ": waiter out " << woken_ms << " ms after the service went\n";
+}
+
 TYPED_TEST(LockConformance, EveryNameFollowsTheOneNameRule) {
     auto s = this->open();
     const std::vector<std::string> bad = {"", "a{b", "b}", std::string("a\0b", 3), "a\nb", "a b", "caf\xc3\xa9",

@@ -42,6 +42,7 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
     Mutex mu;
     std::map<std::string, NameState> names GUARDED_BY(mu);
     int waiting GUARDED_BY(mu) = 0;
+    bool closing GUARDED_BY(mu) = false;  // the service is gone: every wait ends (close())
 
     // Waits on `cv` until `ready` or `deadline`; counts the waiter. `ready` reads a NameState,
     // so it runs with mu held: only from here.
@@ -51,6 +52,10 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
         ++waiting;
         bool ok = true;
         while (!ready()) {
+            if (closing) {
+                ok = false;  // the hold table turns this into LockClientClosedError
+                break;
+            }
             if (deadline == SteadyTime::max()) {
                 cv.wait(mu);
             } else if (cv.wait_until(mu, deadline) == std::cv_status::timeout) {
@@ -128,6 +133,18 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
 
     void abandon(Hold&) noexcept override {}
 
+    // The service's destructor: holds reported lost (ClientClosed), waiters woken; they leave
+    // with LockClientClosedError (hold_table.h).
+    void close() EXCLUDES(mu) {
+        table.close(*this);
+        MutexLock g(mu);
+        closing = true;
+        for (auto& [name, n] : names) {
+            n.mutex_cv.notify_all();
+            n.rw_cv.notify_all();
+        }
+    }
+
     void expire(const std::string& name) EXCLUDES(mu) {
         {
             MutexLock g(mu);
@@ -192,7 +209,7 @@ private:
 
 InMemoryLockService::InMemoryLockService(LockServiceOptions options)
     : state_(std::make_shared<State>(std::move(options))) {}
-InMemoryLockService::~InMemoryLockService() = default;
+InMemoryLockService::~InMemoryLockService() { state_->close(); }
 
 std::unique_ptr<DistributedMutex> InMemoryLockService::make_mutex(std::string name, LockOptions options) {
     check_name("lock name", name);

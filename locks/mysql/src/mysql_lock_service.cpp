@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/db/mysql_connection.h"
+#include "lockstep/locks/lock_errors.h"
 
 namespace lockstep {
 
@@ -41,6 +44,9 @@ std::uint64_t fnv1a(std::string_view s, std::uint64_t seed) {
 // One connection that a hold pins for its lifetime. `mu` serialises the holder's release and
 // the watchdog's check; `conn` is null once the session was closed or found dead.
 struct Session {
+    std::int64_t connection_id = 0;  // CONNECTION_ID(), for KILL QUERY when the service goes
+    // The connection's read timeout (keepalive_read_timeout): fixed when it was opened.
+    std::chrono::milliseconds read_timeout{0};
     Mutex mu;
     std::unique_ptr<MysqlConnection> conn GUARDED_BY(mu);
     long long wait_timeout_s GUARDED_BY(mu) = 0;  // the session's wait_timeout as last set
@@ -90,11 +96,18 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     locks_detail::HoldTable table;
 
     Mutex mu;
-    std::vector<std::shared_ptr<Session>> idle GUARDED_BY(mu);
+    // Sessions of released holds, by read timeout (milliseconds), for the next hold.
+    std::map<long long, std::vector<std::shared_ptr<Session>>> idle GUARDED_BY(mu);
     MysqlLockStats stats GUARDED_BY(mu);
     CondVar wake;
     bool stopping GUARDED_BY(mu) = false;
+    // The service is gone (close()): no GET_LOCK starts any more, and the ones under way are
+    // ended with KILL QUERY on their sessions (`waiting`: their connection ids).
+    bool closing GUARDED_BY(mu) = false;
+    std::multiset<std::int64_t> waiting GUARDED_BY(mu);
+    CondVar waiting_changed;
     std::chrono::milliseconds watchdog_period GUARDED_BY(mu){1000};  // what the watchdog sleeps now
+    bool hold_needs_check GUARDED_BY(mu) = false;  // registered(): a pass now, not after the sleep
     std::thread watchdog;
 
     std::string server_name(const std::string& name) const {
@@ -107,19 +120,36 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         return full.substr(0, kMaxLockName - 33) + "#" + hash;
     }
 
-    std::shared_ptr<Session> take_session(bool fresh = false) EXCLUDES(mu) {
+    // The read timeout of a session pinned by a hold with `lease`: a third of the lease, at least
+    // the 1 s that Connector/C++ can set (it takes whole seconds, at connect), at most the
+    // service's. The watchdog's keepalive on a partitioned session then gives up well within the
+    // lease instead of after the service's read timeout (30 s by default), so one silent session
+    // does not hold up the checks (and so the validity) of every other hold, and the holder's
+    // unlock into a partition returns as soon. lost() itself never waits for it: the validity
+    // counts from each keepalive's send time (hold_table.h's expiry thread).
+    std::chrono::milliseconds keepalive_read_timeout(std::chrono::milliseconds lease) const {
+        auto t = std::max<std::chrono::milliseconds>(1s, std::chrono::floor<std::chrono::seconds>(lease / 3));
+        if (mysql.read_timeout > 0ms) t = std::min(t, mysql.read_timeout);
+        return t;
+    }
+
+    std::shared_ptr<Session> take_session(std::chrono::milliseconds read_timeout, bool fresh = false) EXCLUDES(mu) {
         {
             MutexLock g(mu);
-            if (!fresh && !idle.empty()) {
-                auto s = std::move(idle.back());
-                idle.pop_back();
+            auto& list = idle[read_timeout.count()];
+            if (!fresh && !list.empty()) {
+                auto s = std::move(list.back());
+                list.pop_back();
                 return s;
             }
             ++stats.sessions_opened;
         }
         auto s = std::make_shared<Session>();
-        auto conn = std::make_unique<MysqlConnection>(mysql);
-        check_epoch(*conn);
+        s->read_timeout = read_timeout;
+        MysqlOptions options = mysql;
+        options.read_timeout = read_timeout;
+        auto conn = std::make_unique<MysqlConnection>(options);
+        s->connection_id = check_epoch(*conn);
         MutexLock g(s->mu);  // nobody else has it yet; taken for the analysis
         s->conn = std::move(conn);
         return s;
@@ -128,11 +158,13 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     // The epoch guard (kEpochTable), before a new session's first token: refuses a server whose
     // tokens went back, and records this run's first token once per server run (a row write per
     // run, not per acquisition). Sessions are pooled, and every session on a restarted server is
-    // a new one, so no token of a new run is drawn before this check.
-    void check_epoch(MysqlConnection& c) EXCLUDES(mu) {
+    // a new one, so no token of a new run is drawn before this check. Returns the session's
+    // CONNECTION_ID() (read in the same statement).
+    std::int64_t check_epoch(MysqlConnection& c) EXCLUDES(mu) {
         auto row = c.query_one(
             "SELECT CAST(UUID_SHORT() & 0x00FFFFFFFFFFFFFF AS SIGNED) AS now_token, "
-            "(SELECT high FROM lockstep_lock_epoch WHERE id = 1) AS high");
+            "(SELECT high FROM lockstep_lock_epoch WHERE id = 1) AS high, CAST(CONNECTION_ID() AS SIGNED) AS id");
+        const auto id = row ? row->get<std::optional<std::int64_t>>("id") : std::nullopt;
         const auto now = row ? row->get<std::optional<std::int64_t>>("now_token") : std::nullopt;
         const auto high = row ? row->get<std::optional<std::int64_t>>("high") : std::nullopt;
         if (!now) throw DbError("UUID_SHORT() returned NULL", 0, "HY000");
@@ -153,6 +185,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             MutexLock g(mu);
             ++stats.epoch_writes;
         }
+        return id.value_or(0);
     }
 
     // wait_timeout = the lease: a stopped holder's session (and so its lock) ends this long
@@ -167,19 +200,21 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     }
 
     // One GET_LOCK wait at most this long: a longer one would outlast the read timeout (2013).
-    std::chrono::milliseconds max_chunk() const {
-        const auto rt = mysql.read_timeout;
+    static std::chrono::milliseconds max_chunk(const Session& s) {
+        const auto rt = s.read_timeout;
         if (rt <= 0ms) return 10s;  // no read timeout: any chunk is safe; keep deadlines responsive
         return rt > 2s ? rt - 1s : rt / 2;
     }
 
     bool acquire(Hold& h, SteadyTime deadline) override EXCLUDES(mu) {
         try {
-            return acquire_on(take_session(), h, deadline);
+            return acquire_on(take_session(keepalive_read_timeout(h.lease)), h, deadline);
         } catch (const ConnectionError&) {
             // An idle session the server closed meanwhile (wait_timeout, a restart, KILL): its
-            // first statement fails (2006) before anything was held. Once more on a new one.
-            return acquire_on(take_session(true), h, deadline);
+            // first statement fails (2006) before anything was held. Once more on a new one,
+            // unless the service went (its close() ends waits by killing them).
+            table.throw_if_closed();
+            return acquire_on(take_session(keepalive_read_timeout(h.lease), true), h, deadline);
         }
     }
 
@@ -197,15 +232,34 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             for (;;) {
                 // try_lock passes SteadyTime::min(): never subtract it (overflow), wait 0.
                 const auto now = SteadyClock::now();
-                const auto left = deadline == SteadyTime::max() ? max_chunk()
+                const auto left = deadline == SteadyTime::max() ? max_chunk(s)
                                   : deadline <= now ? 0ms
                                   : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-                const double wait_s = std::min(left, max_chunk()).count() / 1000.0;
+                const double wait_s = std::min(left, max_chunk(s)).count() / 1000.0;
                 // kAcquire: the token when it got the lock, 0 when the wait ran out, -1 for
                 // GET_LOCK's NULL (an error, e.g. the session was killed while it waited).
                 ++statements;
+                {
+                    MutexLock wg(mu);
+                    if (closing) table.throw_if_closed();
+                    waiting.insert(s.connection_id);
+                }
                 const auto sent = SteadyClock::now();
-                auto row = s.conn->query_one(kAcquire, {name, wait_s});
+                std::optional<Row> row;
+                {
+                    struct Waiting {  // off the list once the statement returned or failed
+                        State& st;
+                        std::int64_t id;
+                        ~Waiting() {
+                            {
+                                MutexLock wg(st.mu);
+                                st.waiting.erase(st.waiting.find(id));
+                            }
+                            st.waiting_changed.notify_all();
+                        }
+                    } on_list{*this, s.connection_id};
+                    row = s.conn->query_one(kAcquire, {name, wait_s});
+                }
                 const auto token = row ? row->get<std::optional<std::int64_t>>("token") : std::nullopt;
                 if (!token || *token < 0) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
                 if (*token > 0) {
@@ -247,15 +301,21 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             ++stats.acquired;
             stats.acquire_statements += statements;
         }
+        return true;
+    }
+
+    // Wakes the watchdog only when this hold needs checks sooner than it sleeps: waking it at
+    // every acquisition made it check (a query on the pinned session) right then, and the
+    // holder's release waited for that query (the lock cycle was 3.6x its floor). Here, after
+    // the registration, not in acquire(): a pass woken before it would not see the hold and sleep
+    // its old period, past the end of a short lease's validity.
+    void registered(const Hold& h) noexcept override EXCLUDES(mu) {
         {
-            // Wake the watchdog only when this hold needs checks sooner than it sleeps: waking it
-            // at every acquisition made it check (a query on the pinned session) right then,
-            // and the holder's release waited for that query (the lock cycle was 3.6x its floor).
             MutexLock g(mu);
-            if (h.lease / 3 >= watchdog_period) return true;
+            if (h.lease / 3 >= watchdog_period) return;
+            hold_needs_check = true;
         }
         wake.notify_one();
-        return true;
     }
 
     // Back to the idle list if its connection can be reused. `s` is `session`, whose mutex the
@@ -263,7 +323,8 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     void give_back_locked(const std::shared_ptr<Session>& session, Session& s) REQUIRES(s.mu) EXCLUDES(mu) {
         if (!s.conn || !s.conn->reusable()) return;
         MutexLock g(mu);
-        if (idle.size() < 16) idle.push_back(session);
+        auto& list = idle[s.read_timeout.count()];
+        if (list.size() < 16) list.push_back(session);
     }
 
     bool release(Hold& h) override EXCLUDES(mu) {
@@ -295,6 +356,46 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         MutexLock g(s.mu);
         mh->ended = true;
         s.conn.reset();  // closing the session frees whatever it still holds
+    }
+
+    // The service's destructor. Holds reported lost (ClientClosed) and their sessions closed,
+    // which frees their locks on the server (hold_table.h); then every GET_LOCK under way is ended
+    // with KILL QUERY from a connection of our own, so its waiter leaves at once with
+    // LockClientClosedError instead of waiting out its chunk (up to the read timeout) and
+    // acquiring through a dead service. A KILL can reach a session just before its GET_LOCK
+    // starts, which clears it: repeated until no waiter is left, within a bound (an unreachable
+    // server ends the waits by its read timeout instead).
+    void close() EXCLUDES(mu) {
+        table.close(*this);
+        std::map<long long, std::vector<std::shared_ptr<Session>>> idle_sessions;
+        {
+            MutexLock g(mu);
+            closing = true;
+            stopping = true;
+            idle_sessions.swap(idle);
+        }
+        wake.notify_all();
+        idle_sessions.clear();  // closes them
+        std::unique_ptr<MysqlConnection> killer;
+        const auto give_up = SteadyClock::now() + 2s;
+        for (;;) {
+            std::set<std::int64_t> ids;
+            {
+                MutexLock g(mu);
+                ids.insert(waiting.begin(), waiting.end());
+            }
+            if (ids.empty() || SteadyClock::now() >= give_up) break;
+            try {
+                if (!killer) killer = std::make_unique<MysqlConnection>(mysql);
+                for (const auto id : ids) killer->execute_unprepared("KILL QUERY " + std::to_string(id));
+            } catch (const std::exception& e) {
+                logger()->warn("mysql locks: ending the waits of a destroyed service failed ({}); they end at their "
+                               "read timeout", e.what());
+                break;
+            }
+            MutexLock g(mu);
+            waiting_changed.wait_until(mu, std::min(give_up, SteadyClock::now() + 20ms));
+        }
     }
 
     // ---- watchdog ----
@@ -354,9 +455,10 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             stats.checks += holds.size();
             watchdog_period = period;
             const auto until = SteadyClock::now() + period;
-            while (!stopping) {
+            while (!stopping && !hold_needs_check) {
                 if (wake.wait_until(mu, until) == std::cv_status::timeout) break;
             }
+            hold_needs_check = false;
         }
     }
 };
@@ -371,11 +473,7 @@ MysqlLockService::MysqlLockService(MysqlOptions mysql, LockServiceOptions option
 }
 
 MysqlLockService::~MysqlLockService() {
-    {
-        MutexLock g(state_->mu);
-        state_->stopping = true;
-    }
-    state_->wake.notify_all();
+    state_->close();
     state_->watchdog.join();
 }
 
@@ -392,7 +490,7 @@ std::unique_ptr<DistributedReadWriteLock> MysqlLockService::make_read_write_lock
 std::string MysqlLockService::lock_name(const std::string& name) const { return state_->server_name(name); }
 
 std::chrono::system_clock::time_point MysqlLockService::server_time() {
-    auto session = state_->take_session();
+    auto session = state_->take_session(state_->mysql.read_timeout);
     Session& s = *session;  // the analysis cannot see through shared_ptr
     MutexLock g(s.mu);
     auto row = s.conn->query_one(

@@ -21,8 +21,8 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_client.h"
+#include "hold_validity.h"  // locks_detail::valid_until_from: the validity every backend keeps
 #include "local_gate.h"
-#include "hold_table.h"  // locks_detail::valid_until_from: the validity every backend keeps
 #include "lock_log.h"
 
 namespace lockstep {

@@ -262,10 +262,11 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                 next = std::min(next, deadline);
                 {
                     MutexLock g(room->mu);
-                    while (!w.granted) {
+                    while (!w.granted && !table.closed()) {
                         if (w.cv.wait_until(room->mu, next) == std::cv_status::timeout) break;
                     }
                 }
+                table.throw_if_closed();  // woken by close(): the catch below leaves the line
                 if (SteadyClock::now() >= deadline) {
                     if (auto token = take_out()) {  // granted at the last moment
                         if (auto confirmed = confirm_grant(*token)) return done(*token, *confirmed, By::Grant);
@@ -487,7 +488,39 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         return r.integer() == 1;
     }
 
-    void abandon(Hold&) noexcept override {}  // a lost hold has nothing left on the server
+    // A lost hold may still have its key (a hold given up by close(), or one whose validity
+    // ended while the server still keeps it): the release script deletes it only if it is still
+    // exactly this hold's (and hands the lock on to the next waiter), so it is safe whatever
+    // happened meanwhile. Once per hold; best effort.
+    void abandon(Hold& h) noexcept override {
+        if (!h.state) return;
+        FairHold& fh = fair_hold(h);
+        if (fh.released.exchange(true)) return;  // a release went already
+        try {
+            const std::array<std::string_view, 4> key_views{fh.keys[0], fh.keys[1], fh.keys[2], fh.keys[3]};
+            const std::string fence_ttl_arg = ms(fair.fence_counter_ttl);
+            const std::array<std::string_view, 4> args{fh.value, fh.channel_prefix, fence_ttl_arg, table.service_id()};
+            auto r = redis->eval_views(fair_scripts::release(), key_views, args);
+            if (r.type() == RedisReply::Type::Array) deliver(FairKeys(prefix, h.name), h.name, std::move(r));
+        } catch (const std::exception& e) {
+            logger()->warn("fair lock '{}': giving up a lost hold failed ({}); its lease ends it", h.name, e.what());
+        }
+    }
+
+    // The service's destructor (after the watchdog stopped): holds reported lost (ClientClosed)
+    // and given up (abandon), waiters woken; they leave the line with LockClientClosedError.
+    void close() EXCLUDES(rooms_mu) {
+        table.close(*this);
+        std::vector<std::shared_ptr<Room>> open;
+        {
+            MutexLock g(rooms_mu);
+            for (const auto& [n, r] : rooms) open.push_back(r);
+        }
+        for (const auto& room : open) {
+            MutexLock g(room->mu);
+            for (Waiter* w : room->waiters) w->cv.notify_all();
+        }
+    }
 
     // One watchdog pass (RenewalScheduler): the holds that are due are renewed (or, with a fixed
     // lease, reported when it ended), grants that reached a waiter no longer here are undone, idle
@@ -606,7 +639,10 @@ RedisFairLockService::RedisFairLockService(RedisOptions redis, LockServiceOption
     state_->watchdog.start([s = state_.get()] { return s->watchdog_pass(); });
 }
 
-RedisFairLockService::~RedisFairLockService() { state_->watchdog.stop(); }
+RedisFairLockService::~RedisFairLockService() {
+    state_->watchdog.stop();
+    state_->close();
+}
 
 std::unique_ptr<DistributedMutex> RedisFairLockService::make_mutex(std::string name, LockOptions options) {
     check_name("lock name", name);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "hold_table.h"
@@ -112,6 +113,10 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
 
     locks_detail::RenewalScheduler watchdog;  // renews each hold when it is due (renewal_scheduler.h)
 
+    // Threads waiting in acquire(), woken when the service goes (stop()).
+    Mutex waiters_mu;
+    std::set<Waiter*> waiters GUARDED_BY(waiters_mu);
+
     // A new hold is registered (HoldTable): the watchdog is woken only when it would otherwise
     // sleep past the hold's first due time (RenewalScheduler::hold_added).
     void registered(const Hold& h) noexcept override {
@@ -173,10 +178,23 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         if (attempt(h, &answered)) return true;
         if (SteadyClock::now() >= deadline) return false;
         Waiter w;
+        struct Listed {  // in `waiters` while this thread waits
+            State& s;
+            Waiter& w;
+            Listed(State& s, Waiter& w) : s(s), w(w) {
+                MutexLock g(s.waiters_mu);
+                s.waiters.insert(&w);
+            }
+            ~Listed() {
+                MutexLock g(s.waiters_mu);
+                s.waiters.erase(&w);
+            }
+        } listed(*this, w);
         // Subscribed before the retry below: a release between the failed attempt and the
         // subscription was announced to nobody, and that retry sees it instead.
         const auto subs = subscribe(h.name, answered, w);
         for (;;) {
+            table.throw_if_closed();  // woken by stop(): the service is gone
             {
                 MutexLock g(w.mu);
                 w.woken = false;  // releases announced before this attempt starts are seen by it
@@ -295,8 +313,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
             auto st = std::static_pointer_cast<RedlockHold>(h.state);
             // A release already went to every master (release() failed or found it gone): one
             // more fan-out would only wait the same timeouts again.
-            if (!st || st->released) return;
-            st->released = true;
+            if (!st || st->released.exchange(true)) return;
             release_on(std::vector<bool>(masters.size(), true), keys(h.name), st->owner, channel(h.name));
         } catch (...) {
             // the keys expire on their own
@@ -361,13 +378,16 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         return next;
     }
 
-    void stop() {
+    void stop() EXCLUDES(waiters_mu) {
         watchdog.stop();
-        // Holds still registered (a thread holding while the service goes): released now.
-        for (const auto& h : table.all()) {
-            if (h->lost.load()) continue;
-            abandon(*h);
-            table.report_lost(h, LockLossReason::ClientClosed, "the Redlock service was destroyed");
+        // Holds still registered (a thread holding while the service goes): reported lost
+        // (ClientClosed) and released now; waiters leave with LockClientClosedError (hold_table.h).
+        table.close(*this);
+        MutexLock g(waiters_mu);
+        for (Waiter* w : waiters) {
+            MutexLock wg(w->mu);
+            w->woken = true;
+            w->cv.notify_all();
         }
     }
 };

@@ -183,14 +183,17 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // noticed at once, so this bound can end a hold up to 2T/3 before the session would expire:
     // safe, never late.
     void suspend_holds(zhandle_t* h) REQUIRES(mu) {
-        const std::chrono::milliseconds timeout(zoo_recv_timeout(h));
-        const SteadyTime bound = disconnected_since + timeout / 3 - locks_detail::validity_drift(timeout);
-        for (const auto& held : table.all()) {
-            SteadyTime current = held->valid_until.load();
-            while (bound < current && !held->valid_until.compare_exchange_weak(current, bound)) {
-            }
-        }
+        const SteadyTime bound = suspended_until(h);
+        for (const auto& held : table.all()) locks_detail::shorten_validity(held->valid_until, bound);
         table.watch_validity(bound);
+    }
+
+    // The end of every hold's validity while disconnected (above); SteadyTime::max() while
+    // connected.
+    SteadyTime suspended_until(zhandle_t* h) REQUIRES(mu) {
+        if (disconnected_since == SteadyTime{}) return SteadyTime::max();
+        const std::chrono::milliseconds timeout(zoo_recv_timeout(h));
+        return disconnected_since + timeout / 3 - locks_detail::validity_drift(timeout);
     }
 
     void event(zhandle_t* h, int type, int state, const std::string& path) EXCLUDES(mu) {
@@ -537,6 +540,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
 
     bool acquire(Hold& hold, SteadyTime deadline) override EXCLUDES(mu) {
         for (;;) {
+            table.throw_if_closed();  // never a new session for a destroyed service
             try {
                 return acquire_in_session(hold, deadline);
             } catch (const SessionEnded&) {
@@ -648,6 +652,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                         break;
                     }
                 }
+                // The service is being destroyed: leave the line (the catch below deletes our node).
+                if (stopping) table.throw_if_closed();
                 if (expired || session != gen) throw SessionEnded{};
                 if (!woke) {
                     g.unlock();
@@ -682,6 +688,59 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         return true;
     }
 
+    // Not a ZooKeeper code (those are <= 0): the hold's validity ended before the reply came.
+    static constexpr int kValidityEnded = 1;
+
+    // One delete of `path` in session `h`, sent asynchronously and waited for while `hold` is
+    // valid, never past that (L11): a synchronous delete into a partition waits inside
+    // libzookeeper until the client hears from the ensemble again (seconds past the session's
+    // end). The validity is read again as it waits, since a disconnection shortens it. A reply
+    // that comes later goes to a completion that owns its state.
+    int delete_while_valid(zhandle_t* h, const std::string& path, const Hold& hold) EXCLUDES(mu) {
+        struct Reply {
+            Mutex mu;
+            CondVar cv;
+            bool done = false;  // guarded by mu
+            int rc = 0;         // guarded by mu
+        };
+        auto reply = std::make_shared<Reply>();
+        auto* owned = new std::shared_ptr<Reply>(reply);
+        const int sent = zoo_adelete(
+            h, path.c_str(), -1,
+            [](int rc, const void* data) {
+                auto* r = static_cast<const std::shared_ptr<Reply>*>(data);
+                {
+                    MutexLock g((*r)->mu);
+                    (*r)->done = true;
+                    (*r)->rc = rc;
+                }
+                (*r)->cv.notify_all();
+                delete r;
+            },
+            owned);
+        if (sent != ZOK) {
+            delete owned;
+            return sent;
+        }
+        Reply& r = *reply;
+        for (;;) {
+            const SteadyTime valid_until = validity_of_released(hold);
+            MutexLock g(r.mu);
+            if (r.done) return r.rc;
+            const SteadyTime now = SteadyClock::now();
+            if (now >= valid_until) return kValidityEnded;
+            r.cv.wait_until(r.mu, std::min(valid_until, now + 50ms));
+        }
+    }
+
+    // The validity of a hold being released: out of the table, suspend_holds no longer shortens
+    // it, so a disconnection's bound is applied here.
+    SteadyTime validity_of_released(const Hold& hold) EXCLUDES(mu) {
+        MutexLock g(mu);
+        const SteadyTime v = hold.valid_until.load();
+        return zh ? std::min(v, suspended_until(zh)) : v;
+    }
+
     bool release(Hold& hold) override EXCLUDES(mu) {
         auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
         for (int attempt = 0;; ++attempt) {
@@ -692,7 +751,9 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 ref = current;
             }
             zhandle_t* const h = ref->zh;
-            const int rc = zoo_delete(h, zh_hold->path.c_str(), -1);
+            const int rc = delete_while_valid(h, zh_hold->path, hold);
+            // Past its validity the node may have gone with the session: a loss, not a wait.
+            if (rc == kValidityEnded) return false;
             if (rc == ZOK) return true;
             if (rc == ZNONODE) return attempt > 0;  // after a lost reply: our own first delete
             if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return false;
@@ -701,10 +762,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 // session that expired meanwhile took the node: the hold was lost. Waiting for
                 // the connection ends with the hold's validity (L11): past it the node may be
                 // gone with the session, and the release is a loss, not a wait.
-                if (wait_connected(hold.valid_until.load())) continue;
+                if (wait_connected(validity_of_released(hold))) continue;
+                if (SteadyClock::now() >= validity_of_released(hold)) return false;
                 MutexLock g(mu);
                 if (expired || session != zh_hold->session) return false;
-                if (SteadyClock::now() >= hold.valid_until.load()) return false;
             }
             fail(rc, "delete " + zh_hold->path);
         }
@@ -723,7 +784,9 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             if (expired || session != zh_hold->session || !current) return;
             ref = current;
         }
-        zoo_delete(ref->zh, zh_hold->path.c_str(), -1);
+        // Sent, not waited for: a disconnected client would hold the caller until it hears from
+        // the ensemble again. The session's end removes the node if the delete never lands.
+        zoo_adelete(ref->zh, zh_hold->path.c_str(), -1, [](int, const void*) {}, nullptr);
     }
 
     // Disconnected for a whole session timeout: the ensemble has expired the session by now,
@@ -850,6 +913,9 @@ ZooKeeperLockService::ZooKeeperLockService(ZooKeeperLockOptions zk, LockServiceO
 }
 
 ZooKeeperLockService::~ZooKeeperLockService() {
+    // Holds reported lost (ClientClosed) and their nodes deleted; waiters leave with
+    // LockClientClosedError once woken below (hold_table.h).
+    state_->table.close(*state_);
     {
         MutexLock g(state_->mu);
         state_->stopping = true;

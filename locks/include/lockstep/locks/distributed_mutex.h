@@ -18,12 +18,21 @@
 //     paused holder's late write is refused (L5, L8).
 //   - Validity on the holder's own clock (L11): a hold is valid until `sent + lease − drift`,
 //     `sent` being the send time of its acquisition or of the last renewal the server
-//     acknowledged (drift: max(2 ms, 1% of the lease)); lost() is true from then on, before the
-//     server can give the lock to anyone else, whatever the network does, and on_lost fires at
-//     that instant (the hold table's expiry thread), not when a hanging renewal gives up. Redis,
-//     fair Redis, Redlock and MySQL count from their scripts' / statements' send times; ZooKeeper
-//     holds are valid while the session is connected and for T/3 − drift after a disconnection
-//     (T: the session timeout); the in-memory backend has no lease.
+//     acknowledged (drift: max(2 ms, 1% of the lease), locks/src/hold_validity.h). lost() is true
+//     from then on (checked against the clock on every call, no round trip), or earlier on any
+//     evidence of loss, so it turns true before the server can give the lock to anyone else,
+//     whatever the network does. on_lost fires once, with a LockLossReason (Unreachable when the
+//     validity ran out unrenewed), at the latest at valid_until plus one tick of the thread that
+//     watches it: the hold table's expiry thread (every backend but RedisMutex) wakes at
+//     valid_until even while a renewal hangs; RedisMutex's watchdog reports at valid_until
+//     unless it is itself waiting on a renewal, which its socket timeout bounds.
+//     Per backend: Redis, fair Redis (a grant by message confirmed by a renewal, L12) and
+//     Redlock (the quorum round's start) count from their scripts' send times; MySQL from each
+//     keepalive's send time. Bounded otherwise: ZooKeeper holds are valid while the session is
+//     connected and for T/3 − drift after a disconnection (T: the session timeout; the client
+//     notices a silent ensemble after 2T/3), so a holder paused while connected learns of an
+//     expiry only when it runs again (fencing tokens cover that); the in-memory backend has no
+//     lease (holds end by unlock, expire() or the service's destruction).
 //   - A lost hold is never silent (L10) and never kills the process: lost() turns true, the
 //     on_lost callbacks run once, and unlock() logs it and returns (it never throws over a loss
 //     or a failed release, so a std guard is always safe). unlock_checked() throws LockLostError

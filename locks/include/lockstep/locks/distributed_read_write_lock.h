@@ -13,7 +13,9 @@
 //     LockUpgradeError at once (two upgrading readers would wait for each other forever).
 //   - Write acquisitions get fencing tokens (the same counter as the backend's mutex of the
 //     same name); read holds have none.
-//   - Losses and errors as DistributedMutex: lost(), on_lost, LockLostError, NotOwnerError.
+//   - Losses and errors as DistributedMutex: validity on the holder's own clock (lost() true
+//     from `sent + lease − drift` on, no round trip; on_lost once, on time), LockLostError,
+//     NotOwnerError. Each side's hold has its own validity; lost() is true when either side's is.
 //
 // Thread safety: as DistributedMutex. REQUIRES: the service that made it outlives it.
 #pragma once

@@ -18,7 +18,11 @@ enum class LockLossReason {
     // The backend found the hold gone: a Redis lease ran out (e.g. the process was paused) or
     // the key was deleted; a MySQL session that held the lock ended; a ZooKeeper session expired.
     Expired,
-    // The backend could not be reached for a whole lease: the hold must be presumed gone.
+    // The hold's validity ended (valid_until: the send time of the acquisition or of the last
+    // renewal the server acknowledged, plus the lease, minus the drift margin) with no renewal
+    // acknowledged since: the backend could not be reached, or answered too late, or the holder
+    // was paused, for a whole lease. The server may give the lock away from then on, so the hold
+    // is presumed gone whatever the network does later (RACES L11).
     Unreachable,
     // A fixed lease (renew == false) ran out before unlock.
     LeaseEnded,

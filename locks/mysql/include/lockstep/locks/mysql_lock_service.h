@@ -16,7 +16,11 @@
 //     wait_timeout = the lock's lease (whole seconds, rounded up), and the service's watchdog
 //     asks `IS_USED_LOCK(name) = CONNECTION_ID()` on it every lease/3: that keeps a live holder's
 //     session from idling out, and finds a hold whose session died (KILL, server restart,
-//     network) and reports it lost (LockLossReason::Expired / Unreachable).
+//     network) and reports it lost (LockLossReason::Expired / Unreachable). A hold is valid
+//     until the send time of its GET_LOCK or of its last answered check + lease − drift
+//     (distributed_mutex.h): lost() turns true then even while a check hangs. Pinned sessions
+//     are opened with a read timeout of a third of the lease (at least 1 s, at most
+//     MysqlOptions::read_timeout), so a check or release into a partition gives up that soon.
 //   - A stopped holder can wake after its session ended and the lock moved on (L5): fencing
 //     tokens are required. The token is drawn in GET_LOCK's own statement, once the lock is held:
 //     the server's UUID_SHORT() without its server-id byte ((start-up seconds << 24) + a global
@@ -25,7 +29,7 @@
 //     a server whose tokens went back (a clock stepped back past its previous start-up, a
 //     fail-over to an older server). docs/locks.md argues it.
 //   - A GET_LOCK wait longer than the client's read timeout ends in error 2013: waits are sent
-//     in chunks shorter than MysqlOptions::read_timeout.
+//     in chunks shorter than the pinned session's read timeout.
 //   - Names are limited to 64 (MySQL) / 192 (MariaDB) characters: a longer prefixed name is
 //     shortened to its first 100 characters + '#' + a 128-bit hash of the whole.
 //   - No read-write lock: GET_LOCK has no shared mode (supports_read_write() is false and
