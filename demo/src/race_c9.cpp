@@ -1,18 +1,20 @@
 // C9 (docs/races.md): a writer that bypasses the library. The entry holds v1; a plain UPDATE on a
-// connection of its own (another service, a migration, an operator) commits v2. No library code
-// runs, so nothing deletes the key: stale until its TTL. A BinlogInvalidator following the
-// primary's binlog (invalidation/) sees the row change, whoever made it, and deletes the key;
-// the row reports how long that took (COMMIT returned -> key gone).
+// connection of its own (another service, a migration, an operator) commits new content. No
+// library code runs, so nothing deletes the key: stale until its TTL. A BinlogInvalidator
+// following the primary's binlog (invalidation/) sees the row change, whoever made it, and deletes
+// the key; the row reports how long that took (COMMIT returned -> key gone). The UPDATE either
+// bumps `version` or leaves it alone (as most outside writers do): the second is judged by
+// content, the way the ConsistencyInspector compares an entry with its row (inspected_entity.h).
 #include <chrono>
-#include <random>
 #include <thread>
 
 #include "context.h"
+#include "demo_follower.h"
 #include "forced.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/db/mysql_pool.h"
-#include "lockstep/invalidation/binlog_invalidator.h"
-#include "lockstep/invalidation/position_store.h"
+#include "lockstep/invalidation/inspected_entity.h"
+#include "lockstep/strategies/cache_entry.h"
 #include "product_repository.h"
 #include "products.h"
 #include "race_case.h"
@@ -28,16 +30,25 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kScenario = "invalidation";
 const char* const kNone = "WriteThenDelete, no follower";
 const char* const kFollower = "WriteThenDelete + binlog follower";
+const char* const kNoneSameVersion = "WriteThenDelete, no follower, UPDATE leaves version alone";
+const char* const kFollowerSameVersion = "WriteThenDelete + binlog follower, UPDATE leaves version alone";
 constexpr auto kFollowerBound = 5s;
 
-// A replica id no other follower of this server uses (MariaDB evicts a second dump connection
-// registering with the same id).
-std::uint32_t follower_server_id() {
-    std::random_device rd;
-    return 100000u + rd() % 1000000000u;
+// Whether the cached value's content differs from the committed row's (the inspector's rule).
+bool content_differs(DemoContext& ctx, const std::string& key, std::int64_t id) {
+    const auto bytes = ctx.services().redis().get(key);
+    if (!bytes) return false;
+    const auto entry = CacheEntry::decode(*bytes);
+    if (!entry || entry->kind != CacheEntry::Kind::Value) return false;
+    const InspectedEntity inspected = inspected_entity(product_entity(), ctx.services().prefix());
+    std::string select = "SELECT " + inspected.key_column + ", " + inspected.version_column;
+    for (const auto& c : inspected.columns) select += ", " + c;
+    select += " FROM " + inspected.table + " WHERE " + inspected.key_column + " = ?";
+    const auto row = ctx.services().db().query_one(select, {id});
+    return row && inspected.compare(entry->payload, *row) == InspectedEntity::Content::Differs;
 }
 
-Trial trial(DemoContext& ctx, bool follower) {
+Trial trial(DemoContext& ctx, bool follower, bool same_version) {
     auto& db = ctx.services().db();
     auto& redis = ctx.services().redis();
     const std::int64_t id = ctx.new_ids();
@@ -47,7 +58,9 @@ Trial trial(DemoContext& ctx, bool follower) {
     repo.get(id);  // cached: v1
     const std::string key = repo.key_of(id);
     // The bypassing writer: one plain statement, no repository, no outbox.
-    db.execute("UPDATE products SET price = price + 100, version = version + 1 WHERE id = ?", {id});
+    db.execute(same_version ? "UPDATE products SET price = price + 100 WHERE id = ?"
+                            : "UPDATE products SET price = price + 100, version = version + 1 WHERE id = ?",
+               {id});
     const auto committed = Clock::now();
     Trial t;
     if (follower) {
@@ -62,10 +75,19 @@ Trial trial(DemoContext& ctx, bool follower) {
     const auto cached = cached_version(redis, key);
     const auto in_db = db_version(db, id).value_or(0);
     const long long ttl_ms = redis.command({"PTTL", key}).integer();
-    t.reproduced = cached && *cached > 0 && *cached < in_db;
-    t.evidence += t.reproduced ? "cache serves v" + std::to_string(*cached) + ", database has v" + std::to_string(in_db) +
-                                     ", stale until its TTL (" + fixed1(static_cast<double>(ttl_ms) / 1000) + " s)"
-                               : "cache holds no old version (database v" + std::to_string(in_db) + ")";
+    const std::string ttl = " (" + fixed1(static_cast<double>(ttl_ms) / 1000) + " s)";
+    if (same_version) {
+        t.reproduced = content_differs(ctx, key, id);
+        t.evidence += t.reproduced ? "cache serves v" + std::to_string(in_db) +
+                                         " with other content than the row's v" + std::to_string(in_db) +
+                                         " (same version), stale until its TTL" + ttl
+                                   : "cache holds nothing that differs from the row";
+    } else {
+        t.reproduced = cached && *cached > 0 && *cached < in_db;
+        t.evidence += t.reproduced ? "cache serves v" + std::to_string(*cached) + ", database has v" +
+                                         std::to_string(in_db) + ", stale until its TTL" + ttl
+                                   : "cache holds no old version (database v" + std::to_string(in_db) + ")";
+    }
     t.metrics.push_back({"cached_version", cached ? static_cast<double>(*cached) : -1});
     t.metrics.push_back({"db_version", static_cast<double>(in_db)});
     t.metrics.push_back({"ttl_left_ms", static_cast<double>(ttl_ms)});
@@ -73,29 +95,15 @@ Trial trial(DemoContext& ctx, bool follower) {
 }
 
 void forced(DemoContext& ctx, const RaceCase& c) {
-    for (const bool with_follower : {false, true}) {
-        auto base = ctx.row(c, with_follower ? kFollower : kNone, Mode::Forced);
-        if (!base) continue;
-        std::unique_ptr<BinlogInvalidator> follower;
-        const std::string name = ctx.unique("c9-follower");
-        if (with_follower) {
-            BinlogInvalidatorOptions o;
-            o.name = name;
-            o.server_id = follower_server_id();
-            o.heartbeat = 100ms;
-            o.read_timeout = 2s;
-            o.flush_on_fresh_start = false;  // the demo's other keys are not ours to flush
-            follower = std::make_unique<BinlogInvalidator>(
-                ctx.services().mysql_options(), ctx.services().redis(),
-                InvalidationMap({{.table = "products", .entity = "product", .prefix = ctx.services().prefix()}}), o);
-            follower->start();
-            follower->wait_caught_up(10s);
-        }
-        record_forced(ctx, std::move(*base), [&](int) { return trial(ctx, with_follower); });
-        if (follower) {
-            follower->stop();
-            // Its saved position goes too (the store opens a pool of its own: position_store.h).
-            PositionStore(ctx.services().mysql_options()).erase(name);
+    for (const bool same_version : {false, true}) {
+        for (const bool with_follower : {false, true}) {
+            const char* label = same_version ? (with_follower ? kFollowerSameVersion : kNoneSameVersion)
+                                             : (with_follower ? kFollower : kNone);
+            auto base = ctx.row(c, label, Mode::Forced);
+            if (!base) continue;
+            std::unique_ptr<DemoFollower> follower;
+            if (with_follower) follower = std::make_unique<DemoFollower>(ctx, ctx.unique("c9-follower"));
+            record_forced(ctx, std::move(*base), [&](int) { return trial(ctx, with_follower, same_version); });
         }
     }
 }
@@ -104,11 +112,15 @@ void forced(DemoContext& ctx, const RaceCase& c) {
 
 void add_race_c9() {
     add_race({kScenario, "C9",
-              "the cache holds v1; a plain UPDATE on a connection of its own (no library code) commits v2",
-              {"W: UPDATE products SET price = ..., version = version + 1 (another service)",
+              "the cache holds v1; a plain UPDATE on a connection of its own (no library code) commits new "
+              "content, with or without a version bump",
+              {"W: UPDATE products SET price = ... [, version = version + 1] (another service)",
                "follower: reads the primary's binlog as a replica and deletes the changed row's key"},
               "",
-              {{kNone, Mode::Forced, Outcome::Reproduced}, {kFollower, Mode::Forced, Outcome::Prevented}},
+              {{kNone, Mode::Forced, Outcome::Reproduced},
+               {kFollower, Mode::Forced, Outcome::Prevented},
+               {kNoneSameVersion, Mode::Forced, Outcome::Reproduced},
+               {kFollowerSameVersion, Mode::Forced, Outcome::Prevented}},
               forced,
               {}});
 }

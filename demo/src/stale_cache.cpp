@@ -5,6 +5,7 @@
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/db/mysql_pool.h"
+#include "lockstep/strategies/outbox.h"
 #include "products.h"
 #include "stats.h"
 
@@ -88,6 +89,10 @@ void add_actor_role(const std::string& race, ActorBody body, bool flaky_store) {
         const auto& args = w.args;
         const LockMode mode = lock_mode_named(args["mode"].get<std::string>());
         auto options = repository_options(w.services, args["strategy"].get<std::string>(), mode);
+        if (args.value("variant", "") == kOutboxVariant) {
+            options.outbox = std::make_shared<Outbox>(w.services.db(), make_redis_entry_store(w.services.redis()),
+                                                      outbox_options());
+        }
         std::shared_ptr<FlakyStore> flaky;
         std::unique_ptr<Repo> repo;
         if (flaky_store) {

@@ -26,6 +26,7 @@
 #include "forced.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
+#include "lockstep/strategies/outbox.h"
 #include "lockstep/strategies/strategies.h"
 #include "product_repository.h"
 #include "race_case.h"
@@ -94,6 +95,13 @@ private:
     std::atomic<bool> fail_next_{false};
     std::atomic<int> failed_{0};
 };
+
+// The outbox of the rows that show it closing C5: a writer's variant `kOutboxVariant` records a
+// row per write; a live peer (the demo itself) replays rows older than the bound.
+inline constexpr const char* kOutboxVariant = "crash+outbox";
+inline OutboxOptions outbox_options() {
+    return OutboxOptions{.bound = std::chrono::milliseconds(200), .replay_every = std::chrono::milliseconds(50)};
+}
 
 // One actor: its worker, the case's signal tag and product.
 struct StaleActor {
