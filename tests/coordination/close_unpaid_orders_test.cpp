@@ -5,7 +5,7 @@
 
 #include "../../examples/jobs/close_unpaid_orders.h"
 #include "../support/eventually.h"
-#include "job_backends.h"
+#include "backends.h"
 #include "lockstep/coordination/job_run_record.h"
 #include "lockstep/db/mysql_pool.h"
 #include "test_servers.h"
@@ -29,7 +29,7 @@ TEST(CloseUnpaidOrdersTest, ThreeNodesRestoreAnExpiredOrdersStockOnce) {
     std::vector<std::unique_ptr<JobLock>> locks;
     std::vector<std::unique_ptr<JobRunner>> runners;
     for (int i = 0; i < 3; ++i) {
-        nodes.push_back(open_job_backend("redis", prefix));
+        nodes.push_back(open_backend("redis", prefix));
         locks.push_back(std::make_unique<JobLock>(*nodes.back(), "close-unpaid-" + std::to_string(id),
                                                   JobSchedule::every(1000ms), JobLockOptions{.run_record = &db}));
         runners.push_back(close_unpaid_orders(*locks.back(), db));

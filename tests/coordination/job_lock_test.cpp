@@ -1,27 +1,108 @@
 // Scheduled jobs over every lock backend (RACES O4): the slot comes from the server's clock, a
 // late node skips a slot already run, the run record lets exactly one run of a slot commit.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
+#include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "../support/eventually.h"
-#include "job_backends.h"
+#include "backends.h"
+#include "child_process.h"
 #include "lockstep/coordination/job_lock.h"
 #include "lockstep/coordination/job_run_record.h"
 #include "lockstep/coordination/job_schedule.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/uri.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/db/transaction.h"
 #include "test_servers.h"
+
+namespace {
+
+using namespace lockstep;
+
+std::string env(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+}
+
+void say(const std::string& line) {
+    const std::string l = line + "\n";
+    (void)!::write(STDOUT_FILENO, l.data(), l.size());
+}
+
+// A node in its own process that runs one slot of JOB. RECORD=first: the job opens its
+// transaction and records the run, says RUNNING <slot> <token>, then waits (to be killed).
+// RECORD=last: it says RUNNING <slot> <token> and waits for COMMIT before it records the run
+// and commits; then says COMMITTED or REFUSED.
+int job_holder_role() {
+    LockServiceOptions so;
+    so.prefix = env("PREFIX");
+    auto service = open_lock_service(env("LOCKSTEP_CT_URL"), so);
+    MysqlPool pool(parse_mysql_url(env("MYSQL_URL")));
+    JobLockOptions o;
+    o.boundary_wait = std::chrono::milliseconds(100);
+    if (const auto lease = env("LEASE_MS"); !lease.empty()) o.lock.lease = std::chrono::milliseconds(std::stoll(lease));
+    o.run_record = &pool;
+    JobLock lock(*service, env("JOB"), JobSchedule::every(std::chrono::milliseconds(std::stoll(env("PERIOD_MS")))), o);
+    const bool record_first = env("RECORD") == "first";
+    const JobRun run = lock.run_once([&](JobContext& ctx) {
+        const std::string running = "RUNNING " + std::to_string(ctx.slot().index) + " " + std::to_string(ctx.fence_token());
+        if (record_first) {
+            Transaction tx(pool);
+            ctx.record_run(tx);
+            say(running);
+            std::string line;
+            std::getline(std::cin, line);  // killed while it waits here
+            return;
+        }
+        say(running);
+        std::string line;
+        if (!std::getline(std::cin, line) || line != "COMMIT") return;
+        try {
+            Transaction tx(pool);
+            ctx.record_run(tx);
+            tx.commit();
+            say("COMMITTED");
+        } catch (const ConflictError&) {
+            say("REFUSED");
+        }
+    });
+    if (run.outcome == JobOutcome::Skipped) say("SKIPPED " + run.skip_reason);
+    return 0;
+}
+
+// Child roles of this file are named by LOCKSTEP_COORDINATION_CHILD (the Child helper's own role
+// variable is left empty, so no other file's runner claims the process).
+struct RunJobChildRole {
+    RunJobChildRole() {
+        if (env("LOCKSTEP_COORDINATION_CHILD") != "job-holder") return;
+        int rc = 4;
+        try {
+            rc = job_holder_role();
+        } catch (const std::exception& e) {
+            say(std::string("ERROR ") + e.what());
+        }
+        std::cout.flush();
+        ::_exit(rc);
+    }
+} run_job_child_role;
+
+}  // namespace
 
 namespace lockstep::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The jobs' lease: renewed every 200 ms while a holder runs.
+constexpr std::chrono::milliseconds kTestLease{600};
 
 std::string fresh_prefix() {
     static std::atomic<int> n{0};
@@ -62,10 +143,10 @@ TEST(JobScheduleTest, ADailySlotEndsAtTheNextListedTime) {
 class JobLockTest : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
-        if (job_backend_url(GetParam()).empty()) GTEST_SKIP() << GetParam() << " is not available here";
+        if (backend_url(GetParam()).empty()) GTEST_SKIP() << GetParam() << " is not available here";
         prefix_ = fresh_prefix();
-        a_ = open_job_backend(GetParam(), prefix_);
-        if (cross_process(GetParam())) b_ = open_job_backend(GetParam(), prefix_);
+        a_ = open_backend(GetParam(), prefix_);
+        if (backend_traits(GetParam()).cross_process) b_ = open_backend(GetParam(), prefix_);
     }
     LockService& a() { return *a_; }
     LockService& b() { return b_ ? *b_ : *a_; }  // memory: threads of one service are the nodes
@@ -290,7 +371,125 @@ TEST_P(JobLockTest, AHolderPausedPastItsLeaseHasItsLateCommitRefused) {
     EXPECT_EQ(JobRunRecord::count(pool, job), 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, JobLockTest, ::testing::ValuesIn(job_backends()),
+double ms_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+// A node of its own process that runs the slot, started at a slot's start.
+class JobHolderProcessTest : public JobLockTest {
+protected:
+    static constexpr std::chrono::milliseconds kPeriod{4000};
+
+    void SetUp() override {
+        JobLockTest::SetUp();
+        if (IsSkipped()) return;
+        if (!backend_traits(GetParam()).cross_process) GTEST_SKIP() << GetParam() << " locks do not reach another process";
+        JobRunRecord::create_table(pool_);
+        job_ = "holder-" + prefix_.substr(0, prefix_.size() - 1);
+    }
+    std::unique_ptr<Child> start_holder(const std::string& record) {
+        await_slot_start(a(), JobSchedule::every(kPeriod));
+        const auto traits = backend_traits(GetParam());
+        std::map<std::string, std::string> env{{"LOCKSTEP_COORDINATION_CHILD", "job-holder"},
+                                               {"LOCKSTEP_CT_URL", backend_url(GetParam())},
+                                               {"PREFIX", prefix_},
+                                               {"JOB", job_},
+                                               {"PERIOD_MS", std::to_string(kPeriod.count())},
+                                               {"MYSQL_URL", servers().mysql_url()},
+                                               {"RECORD", record}};
+        if (traits.short_lease.lease.count() > 0) env["LEASE_MS"] = std::to_string(traits.short_lease.lease.count());
+        return std::make_unique<Child>("", env);
+    }
+    // This process's node: tries the slot until it runs it (each try waits boundary_wait).
+    JobRun take_over(JobLock& lock, std::chrono::milliseconds bound) {
+        JobRun r;
+        eventually(
+            [&] {
+                r = lock.run_once([&](JobContext& run) {
+                    Transaction tx(pool_);
+                    run.record_run(tx);
+                    tx.commit();
+                });
+                return r.outcome != JobOutcome::Skipped;
+            },
+            bound, 20ms);
+        return r;
+    }
+    JobLockOptions options() {
+        JobLockOptions o;
+        o.boundary_wait = 100ms;
+        o.run_record = &pool_;
+        return o;
+    }
+    MysqlPool pool_{servers().mysql_options()};
+    std::string job_;
+};
+
+// The holder SIGKILLed mid-job, its run recorded but not committed: the slot is run again once
+// the backend lets the lock go (the lease; at once with MySQL, whose server ends the killed
+// client's session), and only that run commits.
+TEST_P(JobHolderProcessTest, AHolderKilledMidJobLeavesTheSlotToTheNextNodeAfterItsBound) {
+    auto holder = start_holder("first");
+    const auto running = holder->expect("RUNNING ", 20s);
+    ASSERT_TRUE(running) << "the holder did not start the job";
+    const std::int64_t slot = std::stoll(running->substr(8));
+    const std::int64_t token = std::stoll(running->substr(running->rfind(' ') + 1));
+    JobLock node(a(), job_, JobSchedule::every(kPeriod), options());
+    EXPECT_EQ(node.run_once([](JobContext&) { ADD_FAILURE() << "ran while the holder held the slot"; }).outcome,
+              JobOutcome::Skipped);
+
+    const auto killed = std::chrono::steady_clock::now();
+    holder->signal(SIGKILL);
+    holder->wait();
+    const JobRun r = take_over(node, 3000ms);
+    const double took = ms_since(killed);
+    const auto bound = backend_traits(GetParam()).kill_bound + 1000ms;
+    std::cout << "[ measure ] " << GetParam() << ": the slot ran again " << took << " ms after SIGKILL of its holder (bound "
+              << bound.count() << " ms)\n";
+    ASSERT_EQ(r.outcome, JobOutcome::Ran) << r.skip_reason;
+    EXPECT_EQ(r.slot.index, slot) << "the next node ran another slot: the killed holder's slot was never run";
+    EXPECT_GT(r.token, token);
+    EXPECT_LT(took, static_cast<double>(bound.count()));
+    EXPECT_EQ(JobRunRecord::count(pool_, job_), 1) << "the slot has more than one committed run";
+    const auto rec = JobRunRecord::find(pool_, job_, slot);
+    ASSERT_TRUE(rec);
+    EXPECT_EQ(rec->token, r.token);
+}
+
+// The holder SIGSTOPped mid-job past its bound: the next node runs and commits the slot; the
+// holder, resumed, records its run with its old token and is refused.
+TEST_P(JobHolderProcessTest, AHolderStoppedPastItsBoundHasItsLateCommitRefused) {
+    auto holder = start_holder("last");
+    const auto running = holder->expect("RUNNING ", 20s);
+    ASSERT_TRUE(running) << "the holder did not start the job";
+    const std::int64_t slot = std::stoll(running->substr(8));
+    JobLock node(a(), job_, JobSchedule::every(kPeriod), options());
+
+    holder->signal(SIGSTOP);
+    const auto stopped = std::chrono::steady_clock::now();
+    const JobRun r = take_over(node, 3000ms);
+    std::cout << "[ measure ] " << GetParam() << ": the slot ran again " << ms_since(stopped)
+              << " ms after SIGSTOP of its holder (stop bound " << backend_traits(GetParam()).stop_bound.count() << " ms)\n";
+    holder->signal(SIGCONT);
+    ASSERT_EQ(r.outcome, JobOutcome::Ran) << r.skip_reason;
+    EXPECT_EQ(r.slot.index, slot);
+    holder->send("COMMIT");
+    const auto answer = holder->expect("", 20s);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(*answer, "REFUSED") << "the stopped holder's late commit went through";
+    EXPECT_EQ(JobRunRecord::count(pool_, job_), 1);
+    EXPECT_EQ(JobRunRecord::find(pool_, job_, slot)->token, r.token);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobHolderProcessTest, ::testing::ValuesIn(every_backend()),
+                         [](const auto& info) {
+                             std::string n = info.param;
+                             for (auto& c : n) if (c == '-') c = '_';
+                             return n;
+                         });
+
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobLockTest, ::testing::ValuesIn(every_backend()),
                          [](const auto& info) {
                              std::string n = info.param;
                              for (auto& c : n) if (c == '-') c = '_';

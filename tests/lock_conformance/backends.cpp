@@ -42,6 +42,8 @@ LocalRedisGroup& redlock_group() {
     return instance;
 }
 
+std::vector<std::string> every_backend() { return {"memory", "redis", "redis-fair", "mysql", "zookeeper", "redlock"}; }
+
 std::string backend_url(const std::string& backend) {
     // A child process gets its parent's URL (it must not start servers of its own).
     if (const char* url = std::getenv("LOCKSTEP_CT_URL"); url && *url) return url;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lockstep/locks/lock_options.h"
 #include "lockstep/locks/lock_service.h"
@@ -23,6 +24,8 @@ struct BackendTraits {
     std::chrono::milliseconds stop_bound{0};
 };
 
+// Every backend's name: "memory", "redis", "redis-fair", "mysql", "zookeeper", "redlock".
+std::vector<std::string> every_backend();
 // The URL a process opens for `backend` ("memory:", "redis://...", ...).
 std::string backend_url(const std::string& backend);
 BackendTraits backend_traits(const std::string& backend);
