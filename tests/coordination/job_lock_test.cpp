@@ -482,19 +482,11 @@ TEST_P(JobHolderProcessTest, AHolderStoppedPastItsBoundHasItsLateCommitRefused) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, JobHolderProcessTest, ::testing::ValuesIn(every_backend()),
-                         [](const auto& info) {
-                             std::string n = info.param;
-                             for (auto& c : n) if (c == '-') c = '_';
-                             return n;
-                         });
+                         [](const auto& info) { return backend_test_name(info.param); });
 
 
 INSTANTIATE_TEST_SUITE_P(Backends, JobLockTest, ::testing::ValuesIn(every_backend()),
-                         [](const auto& info) {
-                             std::string n = info.param;
-                             for (auto& c : n) if (c == '-') c = '_';
-                             return n;
-                         });
+                         [](const auto& info) { return backend_test_name(info.param); });
 
 }  // namespace
 }  // namespace lockstep::test

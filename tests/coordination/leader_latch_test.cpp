@@ -306,8 +306,8 @@ TEST_P(LeaderLatchTest, AStoppedLeaderIsDeposedAndItsLateWriteIsRefused) {
     EXPECT_TRUE(standby.is_leader());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LeaderLatchTest, ::testing::Values("redis", "mysql", "zookeeper", "memory"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, LeaderLatchTest, ::testing::ValuesIn(every_backend()),
+                         [](const auto& info) { return backend_test_name(info.param); });
 
 }  // namespace
 }  // namespace lockstep::test

@@ -44,6 +44,13 @@ LocalRedisGroup& redlock_group() {
 
 std::vector<std::string> every_backend() { return {"memory", "redis", "redis-fair", "mysql", "zookeeper", "redlock"}; }
 
+std::string backend_test_name(std::string backend) {
+    for (auto& c : backend) {
+        if (c == '-') c = '_';
+    }
+    return backend;
+}
+
 std::string backend_url(const std::string& backend) {
     // A child process gets its parent's URL (it must not start servers of its own).
     if (const char* url = std::getenv("LOCKSTEP_CT_URL"); url && *url) return url;

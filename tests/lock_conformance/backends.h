@@ -26,6 +26,8 @@ struct BackendTraits {
 
 // Every backend's name: "memory", "redis", "redis-fair", "mysql", "zookeeper", "redlock".
 std::vector<std::string> every_backend();
+// `backend` as a gtest parameter name ("redis-fair" -> "redis_fair").
+std::string backend_test_name(std::string backend);
 // The URL a process opens for `backend` ("memory:", "redis://...", ...).
 std::string backend_url(const std::string& backend);
 BackendTraits backend_traits(const std::string& backend);
