@@ -12,8 +12,8 @@
 //      all meet again, then the node that got it runs the job, and releases. 20 rounds; exactly
 //      one run per round.
 //
-// ZooKeeper runs on a private standalone server started when its row first runs (LocalZooKeeper,
-// 1.5-5 s), or LOCKSTEP_ZOOKEEPER_URL's ensemble.
+// ZooKeeper runs on the demo's private standalone server, started when its row first runs
+// (lock_backends.h, 1.5-5 s).
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "context.h"
+#include "lock_backends.h"
 #include "forced.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/locks/mysql_lock_service.h"
@@ -34,10 +35,6 @@
 #include "products.h"
 #include "race_case.h"
 #include "stats.h"
-#ifdef LOCKSTEP_HAVE_ZOOKEEPER
-#include "lockstep/locks/zookeeper_lock_service.h"
-#include "lockstep/servers/local_zookeeper.h"
-#endif
 
 namespace lockstep::demo {
 
@@ -79,14 +76,7 @@ const std::vector<Backend>& backends() {
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
         v.push_back({"lock over zookeeper",
                      "CP: a hold survives a leader failover; slowest per cycle; a JVM ensemble to run",
-                     [](Services&, const std::string& p) {
-                         static LocalZooKeeper zk{LocalZooKeeperOptions{}};
-                         ZooKeeperLockOptions z;
-                         z.hosts = zk.hosts();
-                         LockServiceOptions o;
-                         o.prefix = p;
-                         return std::make_unique<ZooKeeperLockService>(z, o);
-                     }});
+                     [](Services& s, const std::string& p) { return open_demo_lock(s, "zookeeper", p); }});
 #endif
         return v;
     }();

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -15,13 +14,8 @@
 #include "lockstep/coordination/job_lock.h"
 #include "lockstep/coordination/job_run_record.h"
 #include "lockstep/db/transaction.h"
-#include "lockstep/locks/mysql_lock_service.h"
-#include "lockstep/locks/redis_lock_service.h"
+#include "lock_backends.h"
 #include "race_case.h"
-#ifdef LOCKSTEP_HAVE_ZOOKEEPER
-#include "lockstep/locks/zookeeper_lock_service.h"
-#include "lockstep/servers/local_zookeeper.h"
-#endif
 
 namespace lockstep::demo {
 
@@ -34,43 +28,22 @@ constexpr auto kJob = 50ms;
 const char* const kKinds[] = {"no lock", "try_lock/unlock, a node 300 ms late", "JobLock (at_least_for: the slot)",
                               "JobLock + run record"};
 
-struct Backend {
-    const char* name;
-    std::function<std::unique_ptr<LockService>(Services&, const std::string&)> open;
-};
-
-std::vector<Backend> backends() {
-    std::vector<Backend> v;
-    v.push_back({"redis", [](Services& s, const std::string& p) {
-                     LockServiceOptions o;
-                     o.prefix = p;
-                     return std::unique_ptr<LockService>(std::make_unique<RedisLockService>(s.redis_options(), o));
-                 }});
-    v.push_back({"mysql", [](Services& s, const std::string& p) {
-                     LockServiceOptions o;
-                     o.prefix = p;
-                     return std::unique_ptr<LockService>(std::make_unique<MysqlLockService>(s.mysql_options(), o));
-                 }});
-#ifdef LOCKSTEP_HAVE_ZOOKEEPER
-    v.push_back({"zookeeper", [](Services&, const std::string& p) {
-                     static LocalZooKeeper zk{LocalZooKeeperOptions{}};
-                     ZooKeeperLockOptions z;
-                     z.hosts = zk.hosts();
-                     LockServiceOptions o;
-                     o.prefix = p;
-                     return std::unique_ptr<LockService>(std::make_unique<ZooKeeperLockService>(z, o));
-                 }});
-#endif
+// The backends of the rows: redis, mysql and zookeeper (when built).
+std::vector<std::string> o4_backends() {
+    std::vector<std::string> v;
+    for (const auto& b : demo_lock_backends(false)) {
+        if (b != "redis-fair") v.push_back(b);
+    }
     return v;
 }
 
-std::string label(const Backend& b, int kind) { return std::string(kKinds[kind]) + " over " + b.name; }
+std::string label(const std::string& backend, int kind) { return std::string(kKinds[kind]) + " over " + backend; }
 
 // Runs one trial; returns how many times the slot ran (committed, for the run-record row).
-int trial(DemoContext& ctx, const Backend& b, int kind) {
+int trial(DemoContext& ctx, const std::string& backend, int kind) {
     const std::string prefix = ctx.services().prefix() + ctx.unique("o4") + ":";
-    auto a = b.open(ctx.services(), prefix);
-    auto late = b.open(ctx.services(), prefix);
+    auto a = open_demo_lock(ctx.services(), backend, prefix);
+    auto late = open_demo_lock(ctx.services(), backend, prefix);
     const auto schedule = JobSchedule::every(1000ms);
     // The run's random prefix keeps run records of earlier demo runs on the same database apart.
     const std::string job = ctx.services().prefix() + ctx.unique("close-unpaid");
@@ -118,7 +91,7 @@ int trial(DemoContext& ctx, const Backend& b, int kind) {
 }
 
 void forced(DemoContext& ctx, const RaceCase& c) {
-    for (const auto& b : backends()) {
+    for (const auto& b : o4_backends()) {
         for (int kind = 0; kind < 4; ++kind) {
             auto r = ctx.row(c, label(b, kind), Mode::Forced);
             if (!r) continue;
@@ -169,7 +142,7 @@ void add_race_o4() {
                {},
                forced,
                nullptr};
-    for (const auto& b : backends()) {
+    for (const auto& b : o4_backends()) {
         for (int kind = 0; kind < 4; ++kind) {
             c.rows.push_back({label(b, kind), Mode::Forced, kind < 2 ? Outcome::Reproduced : Outcome::Prevented});
         }

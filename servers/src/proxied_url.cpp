@@ -130,3 +130,27 @@ std::string proxied_zookeeper_url(const std::string& zookeeper_url, const FaultP
 }
 
 }  // namespace lockstep
+
+namespace lockstep {
+
+std::string with_query_param(const std::string& url, const std::string& key, const std::string& value) {
+    const std::size_t q = url.find('?');
+    std::string out = url.substr(0, q) + "?";
+    bool first = true;
+    if (q != std::string::npos) {
+        std::size_t pos = q + 1;
+        while (pos <= url.size()) {
+            std::size_t amp = url.find('&', pos);
+            if (amp == std::string::npos) amp = url.size();
+            const std::string p = url.substr(pos, amp - pos);
+            if (!p.empty() && p.rfind(key + "=", 0) != 0) {
+                out += (first ? "" : "&") + p;
+                first = false;
+            }
+            pos = amp + 1;
+        }
+    }
+    return out + (first ? "" : "&") + key + "=" + value;
+}
+
+}  // namespace lockstep

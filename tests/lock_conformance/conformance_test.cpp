@@ -72,9 +72,7 @@ protected:
 struct BackendName {
     template <class B>
     static std::string GetName(int) {
-        std::string n = B::name;
-        std::replace(n.begin(), n.end(), '-', '_');
-        return n;
+        return backend_test_name(B::name);
     }
 };
 

@@ -26,6 +26,7 @@
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/locks/lock_keys.h"
 #include "lockstep/servers/fault_proxy.h"
+#include "lockstep/servers/proxied_lock_service.h"
 #include "lockstep/servers/proxied_url.h"
 #include "test_servers.h"
 
@@ -66,31 +67,6 @@ long long ms_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
 }
 
-// `url` with query parameter `key` set to `value` (replaced when present).
-std::string with_query_param(const std::string& url, const std::string& key, const std::string& value) {
-    const std::size_t q = url.find('?');
-    std::string base = url.substr(0, q);
-    std::vector<std::string> params;
-    if (q != std::string::npos) {
-        std::size_t pos = q + 1;
-        while (pos <= url.size()) {
-            std::size_t amp = url.find('&', pos);
-            if (amp == std::string::npos) amp = url.size();
-            std::string p = url.substr(pos, amp - pos);
-            if (!p.empty() && p.rfind(key + "=", 0) != 0) params.push_back(p);
-            pos = amp + 1;
-        }
-    }
-    params.push_back(key + "=" + value);
-    std::string out = base + "?";
-    for (std::size_t i = 0; i < params.size(); ++i) out += (i ? "&" : "") + params[i];
-    return out;
-}
-
-std::string ms_text(std::chrono::milliseconds d) {
-    return std::to_string(d.count()) + "ms";
-}
-
 // The holder's deadline on one network call: what its unlock, say, may take at most.
 std::chrono::milliseconds network_timeout(const std::string& backend) {
     if (backend == "mysql") return kMysqlPinnedReadTimeout;
@@ -98,48 +74,13 @@ std::chrono::milliseconds network_timeout(const std::string& backend) {
     return kRedisSocketTimeout;
 }
 
-// A lock service whose every server endpoint sits behind its own FaultProxy.
-struct ProxiedService {
-    std::vector<std::unique_ptr<FaultProxy>> proxies;
-    std::unique_ptr<LockService> service;
-
-    void blackhole() {
-        for (auto& p : proxies) p->blackhole();
-    }
-    void pass() {
-        for (auto& p : proxies) p->pass();
-    }
-    void reset() {
-        for (auto& p : proxies) p->reset();
-    }
-    void refuse() {
-        for (auto& p : proxies) p->refuse();
-    }
-    void latency(std::chrono::milliseconds fixed, FaultDirection d) {
-        for (auto& p : proxies) p->latency(fixed, 0ms, d);
-    }
-};
-
 // `redis_timeout`: the socket and connect timeout of the Redis-based backends.
-ProxiedService open_proxied(const std::string& backend, const std::string& prefix,
-                            std::chrono::milliseconds redis_timeout = kRedisSocketTimeout) {
-    ProxiedService s;
-    std::string url = backend_url(backend);
-    for (const UrlEndpoint& e : url_endpoints(url)) {
-        s.proxies.push_back(std::make_unique<FaultProxy>(e.host, e.port));
-        url = proxied_url(url, *s.proxies.back());
-    }
-    if (backend == "redis" || backend == "redis-fair" || backend == "redlock") {
-        url = with_query_param(url, "socket_timeout", ms_text(redis_timeout));
-        url = with_query_param(url, "connect_timeout", ms_text(redis_timeout));
-    } else if (backend == "mysql") {
-        url = with_query_param(url, "read_timeout", ms_text(kMysqlReadTimeout));
-        url = with_query_param(url, "write_timeout", ms_text(kMysqlReadTimeout));
-    }
+ProxiedLockService open_proxied(const std::string& backend, const std::string& prefix,
+                                std::chrono::milliseconds redis_timeout = kRedisSocketTimeout) {
     LockServiceOptions o;
     o.prefix = prefix;
-    s.service = open_lock_service(url, std::move(o));
-    return s;
+    return open_proxied_lock_service(backend_url(backend), std::move(o),
+                                     {.redis_timeout = redis_timeout, .mysql_timeout = kMysqlReadTimeout});
 }
 
 LockOptions lease_options() {
@@ -177,19 +118,13 @@ protected:
     }
 
     std::string prefix_;
-    ProxiedService holder_;
+    ProxiedLockService holder_;
     std::unique_ptr<LockService> rival_;
 };
 
-std::string backend_test_name(const ::testing::TestParamInfo<std::string>& info) {
-    std::string n = info.param;
-    std::replace(n.begin(), n.end(), '-', '_');
-    return n;
-}
-
 INSTANTIATE_TEST_SUITE_P(Backends, NetworkFaults,
                          ::testing::Values("redis", "redis-fair", "mysql", "zookeeper", "redlock"),
-                         backend_test_name);
+                         [](const auto& info) { return backend_test_name(info.param); });
 
 // RACES L11. The holder is partitioned (its packets dropped, its connections open) past its lease;
 // the rival, which reaches the server, acquires once the server gives the lock away. The holder

@@ -67,9 +67,7 @@ class RepositoryOverBackend : public ::testing::Test {};
 struct Name {
     template <class B>
     static std::string GetName(int) {
-        std::string n = B::name;
-        std::replace(n.begin(), n.end(), '-', '_');
-        return n;
+        return backend_test_name(B::name);
     }
 };
 using Backends = ::testing::Types<MemoryB, RedisB, RedisFairB, MysqlB, ZooKeeperB>;

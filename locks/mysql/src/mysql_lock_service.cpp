@@ -31,6 +31,8 @@ namespace {
 
 // MySQL 5.7+ refuses lock names longer than 64 characters (MariaDB allows 192): stay within both.
 constexpr std::size_t kMaxLockName = 64;
+// The client library's "Lost connection to server during query": its read timeout ran out.
+constexpr int kClientLostConnection = 2013;
 
 std::uint64_t fnv1a(std::string_view s, std::uint64_t seed) {
     std::uint64_t h = seed;
@@ -400,7 +402,11 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
 
     // ---- watchdog ----
     // Why the hold's session no longer holds its lock; empty while it does (or the hold ended).
-    static std::string session_problem(MysqlHold& mh, Session& s) REQUIRES(s.mu) {
+    // `reason`: Expired when the server said so (or the session is gone), Unreachable when the
+    // check got no answer in time: the session may live on at the server, but this client gives
+    // it up (its connection is closed) and cannot know the hold is still its own.
+    static std::string session_problem(MysqlHold& mh, Session& s, LockLossReason& reason) REQUIRES(s.mu) {
+        reason = LockLossReason::Expired;
         if (mh.ended) return {};
         if (!s.conn) return "its session was closed";
         try {
@@ -408,6 +414,15 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             const auto mine = row ? row->get<std::optional<std::int64_t>>("mine") : std::nullopt;
             if (mine && *mine == 1) return {};
             return "the session no longer holds the lock";
+        } catch (const TimeoutError& e) {
+            s.conn.reset();
+            reason = LockLossReason::Unreachable;
+            return std::string("its session did not answer in time (") + e.what() + ")";
+        } catch (const DbError& e) {
+            s.conn.reset();
+            // 2013 (CR_SERVER_LOST): the client's read timeout ran out mid-query, no word from the server.
+            if (e.code() == kClientLostConnection) reason = LockLossReason::Unreachable;
+            return std::string("its session ended (") + e.what() + ")";
         } catch (const std::exception& e) {
             s.conn.reset();
             return std::string("its session ended (") + e.what() + ")";
@@ -420,9 +435,10 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         Session& s = *mh->session;
         if (!s.mu.try_lock()) return;  // the holder is releasing it right now
         std::string why;
+        LockLossReason reason = LockLossReason::Expired;
         const auto sent = SteadyClock::now();
         try {
-            why = session_problem(*mh, s);
+            why = session_problem(*mh, s, reason);
         } catch (...) {  // only bad_alloc: session_problem handles the server's errors
             s.mu.unlock();
             throw;
@@ -437,7 +453,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             MutexLock sg(mu);
             ++stats.losses;
         }
-        table.report_lost(h, LockLossReason::Expired, why);
+        table.report_lost(h, reason, why);
     }
 
     void run_watchdog() EXCLUDES(mu) {

@@ -43,4 +43,7 @@ std::string proxied_redis_url(const std::string& redis_url, const FaultProxy& pr
 std::string proxied_mysql_url(const std::string& mysql_url, const FaultProxy& proxy);
 std::string proxied_zookeeper_url(const std::string& zookeeper_url, const FaultProxy& proxy);
 
+// `url` with query parameter `key` set to `value` (replaced when present, appended otherwise).
+std::string with_query_param(const std::string& url, const std::string& key, const std::string& value);
+
 }  // namespace lockstep
