@@ -135,6 +135,9 @@ struct BinlogInvalidator::Impl {
     // previous source, until the new one's first.
     Clock::time_point last_event_at{};
     std::optional<Clock::time_point> switched_after;
+    // With failover sources: a connection to the current source, to see it turn read-only.
+    std::unique_ptr<MysqlPool> source_probe;
+    Clock::time_point last_source_check{};
 
     std::atomic<bool> stopping{false};
     std::thread thread;
@@ -695,6 +698,7 @@ struct BinlogInvalidator::Impl {
                            address(sources[current]), address(sources[i]), at);
             if (options.fence_token > 0) store->claim(options.name, options.fence_token);
             positions = std::move(store);
+            source_probe.reset();
             current = i;
             mysql = sources[i];
             switched_after = last_event_at;
@@ -708,6 +712,23 @@ struct BinlogInvalidator::Impl {
             return true;
         }
         return false;
+    }
+
+    // A source that turned read-only (a primary demoted while it stays up) is left like a failed
+    // one: what was received is applied first, then the stream is dropped and choose_source()
+    // looks for the writable server.
+    void check_source() {
+        last_source_check = Clock::now();
+        if (!source_probe) {
+            MysqlOptions o = mysql;
+            o.pool_size = 1;
+            o.read_timeout = std::max(options.read_timeout, std::chrono::milliseconds(1000));
+            source_probe = std::make_unique<MysqlPool>(o);
+        }
+        auto row = source_probe->query_one("SELECT @@global.read_only AS ro");
+        if (!row || row->get<std::int64_t>("ro") == 0) return;
+        if (!ready.empty()) flush_ready();
+        throw ConnectionError("follower: " + address(mysql) + " turned read-only (demoted); looking for the primary");
     }
 
     void follow_once() {
@@ -734,6 +755,7 @@ struct BinlogInvalidator::Impl {
         while (!stopping.load()) {
             read_event(stream.next().bytes);
             if (flush_due(stream)) flush_ready();
+            if (sources.size() > 1 && Clock::now() - last_source_check >= options.source_check) check_source();
         }
         if (!ready.empty()) flush_ready();  // stopping: one attempt, so that a clean stop saves them
     }

@@ -4,6 +4,7 @@
 // (replication stopped and reset, read_only = 0), and the follower, which finds the old primary
 // gone, moves to the writable one and resumes there by GTID.
 //   - Every write reached the replica: nothing skipped, nothing flushed, every row counted once.
+//   - The same when the primary is demoted (read_only) and stays up: the follower notices.
 //   - Writes the follower applied never reached the replica (its SQL thread stopped: the async
 //     replication loss of a real failover): the new primary does not have the follower's
 //     position; the follower flushes every bound entity's keys (an entry cached from a row the
@@ -122,6 +123,28 @@ TEST_F(PrimaryFailoverTest, TheFollowerMovesToThePromotedReplicaByGtidAndSkipsNo
     // The position now lives on the new primary.
     PositionStore store(servers_->mysql_replica_options());
     EXPECT_TRUE(eventually([&] { return store.load("failover-" + prefix_) == follower_->metrics().applied_gtid; }, 20s));
+}
+
+TEST_F(PrimaryFailoverTest, ADemotedPrimaryThatStaysUpIsLeftForThePromotedReplica) {
+    start_follower();
+    for (int i = 0; i < 30; ++i) write(*primary_, i);
+    // A planned switchover: the primary turns read-only and stays up, the replica catches up and
+    // is promoted. The follower's stream to the old primary never breaks.
+    run_on(*primary_, "SET GLOBAL read_only = 1");
+    servers_->wait_for_replica();
+    run_on(*replica_, "STOP SLAVE");
+    run_on(*replica_, "RESET SLAVE ALL");
+    run_on(*replica_, "SET GLOBAL read_only = 0");
+    for (int i = 30; i < 60; ++i) write(*replica_, i);
+    ASSERT_TRUE(eventually([&] { return follower_->metrics().source_switches == 1; }, 20s))
+        << "the follower stayed on the demoted primary";
+    ASSERT_TRUE(follower_->wait_caught_up(20s));
+    const InvalidatorMetrics m = follower_->metrics();
+    EXPECT_EQ(stale_keys(0, 60), std::vector<std::string>{});
+    EXPECT_EQ(m.rows, 60u) << "every write counted exactly once";
+    EXPECT_EQ(m.positions_lost, 0u);
+    EXPECT_EQ(m.flushes, 0u);
+    EXPECT_EQ(m.source, servers_->mysql_replica_options().host + ":" + std::to_string(servers_->mysql_replica_options().port));
 }
 
 TEST_F(PrimaryFailoverTest, APositionTheNewPrimaryLacksFlushesEveryBoundEntityAndIsCounted) {

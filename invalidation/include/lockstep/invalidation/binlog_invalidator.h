@@ -49,7 +49,8 @@
 // A primary failover: `failover_sources` lists the servers that may become the primary (GTID
 // replicas with log_slave_updates). When the stream to the current source fails, the follower
 // takes the first of [current, failover_sources...] that answers and is writable
-// (@@read_only = 0), and resumes there from its applied GTID state: the promoted replica's binlog
+// (@@read_only = 0), and resumes there from its applied GTID state (a source that stays up but
+// turns read-only, a demoted primary, is noticed within `source_check` and left the same way): the promoted replica's binlog
 // holds the old primary's transactions under their own GTIDs, so nothing is skipped or replayed
 // twice beyond at-least-once. When the new primary does not have that position (transactions the
 // follower applied never reached it, or were purged), the follower flushes every bound entity's
@@ -118,6 +119,8 @@ struct BinlogInvalidatorOptions {
     std::int64_t fence_token = 0;
     // Servers that may become the primary; see "A primary failover" above. Empty: only `mysql`.
     std::vector<MysqlOptions> failover_sources;
+    // With failover sources: how often the follower checks that its source is still writable.
+    std::chrono::milliseconds source_check{1000};
 };
 
 struct InvalidatorMetrics {
