@@ -9,9 +9,14 @@
 //     replication loss of a real failover): the new primary does not have the follower's
 //     position; the follower flushes every bound entity's keys (an entry cached from a row the
 //     new primary no longer has goes), says so, counts it, and follows the new primary.
+//   - lockstep-invalidator with the replica in its "failover" list does the same as a process.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "invalidation_test_support.h"
+#include "lockstep/core/uri.h"
 #include "lockstep/db/schema.h"
 #include "lockstep/invalidation/position_store.h"
 #include "lockstep/servers/local_servers.h"
@@ -172,6 +177,40 @@ TEST_F(PrimaryFailoverTest, APositionTheNewPrimaryLacksFlushesEveryBoundEntityAn
     EXPECT_EQ(m.source_switches, 1u);
     std::fprintf(stderr, "failover to a primary lacking the position: %llu keys flushed, gap %.1f ms\n",
                  static_cast<unsigned long long>(m.flushed_keys), m.failover_gap_ms);
+}
+
+TEST_F(PrimaryFailoverTest, TheDaemonFollowsThePromotedReplicaOfItsFailoverList) {
+    const auto self = std::filesystem::read_symlink("/proc/self/exe");
+    const std::string path = (self.parent_path().parent_path() / "invalidation" / "tools" / "lockstep-invalidator").string();
+    ASSERT_TRUE(std::filesystem::exists(path)) << "build lockstep-invalidator first";
+    const auto config = std::filesystem::temp_directory_path() / ("lsinv_failover_" + prefix_.substr(0, prefix_.size() - 1) + ".json");
+    {
+        nlohmann::json c = {{"mysql", to_url(servers_->mysql_options())},
+                            {"failover", {to_url(servers_->mysql_replica_options())}},
+                            {"redis", to_url(servers().redis_options())},
+                            {"name", "failover-daemon-" + prefix_},
+                            {"server_id", fresh_server_id()},
+                            {"heartbeat_ms", 100},
+                            {"flush_on_fresh_start", false},
+                            {"tables", {{{"table", "products"}, {"entity", "product"}, {"prefix", prefix_}}}}};
+        std::ofstream(config) << c.dump();
+    }
+    Child d({path, "--config", config.string(), "--progress", "0.1"});
+    std::optional<nlohmann::json> last;
+    auto latest = [&]() -> const nlohmann::json& {
+        while (auto line = d.expect("{", 5ms)) last = nlohmann::json::parse(*line);
+        return *last;
+    };
+    ASSERT_TRUE(eventually([&] { return latest(), last && last->at("connected").get<bool>(); }, 30s));
+    for (int i = 0; i < 20; ++i) write(*primary_, i);
+    servers_->wait_for_replica();
+    fail_over();
+    for (int i = 20; i < 40; ++i) write(*replica_, i);
+    ASSERT_TRUE(eventually([&] { return latest().at("source_switches").get<int>() == 1 && stale_keys(0, 40).empty(); }, 30s))
+        << "stale: " << stale_keys(0, 40).size();
+    EXPECT_EQ(latest().at("positions_lost").get<int>(), 0);
+    EXPECT_EQ(d.terminate(20s), 0);
+    std::filesystem::remove(config);
 }
 
 }  // namespace
