@@ -126,7 +126,18 @@ struct BinlogInvalidator::Impl {
     RedisClient& redis;
     InvalidationMap map;
     BinlogInvalidatorOptions options;
-    PositionStore positions;  // its own pool: it leaves sql_log_bin = 0 on its connections
+    // On the current source; its own pool: it leaves sql_log_bin = 0 on its connections.
+    std::unique_ptr<PositionStore> positions;
+    // [the configured server, failover_sources...]; `mysql` is sources[current].
+    std::vector<MysqlOptions> sources;
+    std::size_t current = 0;
+    // Follower thread: when the last event arrived, and (after a switch) the last event of the
+    // previous source, until the new one's first.
+    Clock::time_point last_event_at{};
+    std::optional<Clock::time_point> switched_after;
+    // With failover sources: a connection to the current source, to see it turn read-only.
+    std::unique_ptr<MysqlPool> source_probe;
+    Clock::time_point last_source_check{};
 
     std::atomic<bool> stopping{false};
     std::thread thread;
@@ -159,13 +170,23 @@ struct BinlogInvalidator::Impl {
     // settle its older GTIDs over the new position.
     std::uint64_t generation GUARDED_BY(mutex) = 0;
     std::uint32_t last_timestamp GUARDED_BY(mutex) = 0;
+    // sources[current], for wait_caught_up() callers.
+    MysqlOptions source_now GUARDED_BY(mutex);
 
     Impl(MysqlOptions mysql_in, RedisClient& redis_in, InvalidationMap map_in, BinlogInvalidatorOptions options_in)
         : mysql(std::move(mysql_in)),
           redis(redis_in),
           map(std::move(map_in)),
           options(std::move(options_in)),
-          positions(pool_options(mysql, options.read_timeout)) {}
+          positions(std::make_unique<PositionStore>(pool_options(mysql, options.read_timeout))) {
+        sources.push_back(mysql);
+        for (const auto& o : options.failover_sources) sources.push_back(o);
+        MutexLock lock(mutex);
+        source_now = mysql;
+        m.source = address(mysql);
+    }
+
+    static std::string address(const MysqlOptions& o) { return o.host + ":" + std::to_string(o.port); }
 
     // The position store's pool must not block the follower longer than the stream would: a paused
     // server is noticed by the read timeout here too.
@@ -255,16 +276,36 @@ struct BinlogInvalidator::Impl {
             gtid = settled.to_string();
         }
         try {
-            positions.save(options.name, gtid);
+            positions->save(options.name, gtid, options.fence_token);
             last_save = Clock::now();
             count([&](InvalidatorMetrics& mm) {
                 ++mm.positions_saved;
                 mm.saved_gtid = gtid;
             });
+        } catch (const ConflictError&) {
+            fenced_out();
         } catch (const Error&) {
             dirty = true;
             report(std::current_exception());  // retried at the next group or heartbeat
         }
+    }
+
+    // A newer epoch wrote the position: this instance was deposed (paused past its lease, cut
+    // off). It stops at once; what it applied but did not save is replayed by the new leader.
+    void fenced_out() EXCLUDES(mutex) {
+        logger()->warn("follower {}: position write refused, a newer leader (epoch > {}) owns it; stopping",
+                       options.name, options.fence_token);
+        report(std::current_exception());
+        count([](InvalidatorMetrics& mm) {
+            ++mm.positions_refused;
+            mm.fenced_out = true;
+        });
+        stopping = true;
+    }
+
+    bool is_fenced_out() EXCLUDES(mutex) {
+        MutexLock lock(mutex);
+        return m.fenced_out;
     }
 
     void set_applied(const GtidState& state) EXCLUDES(mutex) {
@@ -477,7 +518,16 @@ struct BinlogInvalidator::Impl {
     void read_event(const std::vector<std::uint8_t>& bytes) {
         binlog::Bytes ev(bytes);
         binlog::EventHeader h = binlog::decode_header(ev);
-        count([](InvalidatorMetrics& mm) { ++mm.events; });
+        last_event_at = Clock::now();
+        std::optional<double> gap;
+        if (switched_after) {
+            gap = std::chrono::duration<double, std::milli>(last_event_at - *switched_after).count();
+            switched_after.reset();
+        }
+        count([&](InvalidatorMetrics& mm) {
+            ++mm.events;
+            if (gap) mm.failover_gap_ms = *gap;
+        });
         switch (h.type) {
             case binlog::EventType::Heartbeat:
                 count([](InvalidatorMetrics& mm) { ++mm.heartbeats; });
@@ -580,28 +630,105 @@ struct BinlogInvalidator::Impl {
     }
 
     // Where to start: the saved position, or (fresh) the server's current one.
+    // A fenced follower records its epoch before it reads the position (PositionStore::claim).
     void initial_position() {
-        std::optional<std::string> saved = positions.load(options.name);
+        if (options.fence_token > 0) positions->claim(options.name, options.fence_token);
+        std::optional<std::string> saved = positions->load(options.name);
         if (saved) {
             set_applied(GtidState::parse(*saved));
             dirty = false;
-            count([&](InvalidatorMetrics& mm) { mm.saved_gtid = *saved; });
+            count([&](InvalidatorMetrics& mm) {
+                mm.saved_gtid = *saved;
+                mm.start_gtid = *saved;
+            });
             return;
         }
         GtidState now = GtidState::parse(BinlogStream::current_gtid(mysql));
         if (options.flush_on_fresh_start) flush_all();
         set_applied(now);
+        count([&](InvalidatorMetrics& mm) { mm.start_gtid = now.to_string(); });
         save_position(true);
     }
 
-    // The position is gone (binlogs purged): flush everything, continue from now. The current
-    // position is read BEFORE the flush, so a write committed during the flush is still seen.
+    // The position is gone (binlogs purged, or a new primary that never had it): flush
+    // everything, continue from now. The current position is read BEFORE the flush, so a write
+    // committed during the flush is still seen.
     void recover_lost_position() {
-        count([](InvalidatorMetrics& mm) { ++mm.positions_lost; });
+        std::string lost;
+        {
+            MutexLock lock(mutex);
+            lost = applied.to_string();
+            ++m.positions_lost;
+        }
+        logger()->warn("follower {}: {} does not have position {} (purged, or never replicated to it): flushing "
+                       "every bound entity's keys and starting at its current position",
+                       options.name, address(mysql), lost);
         GtidState now = GtidState::parse(BinlogStream::current_gtid(mysql));
         flush_all();
         set_applied(now);
         save_position(true);
+    }
+
+    // After a failed stream, with failover sources: the first server of [current, others...]
+    // that answers and is writable becomes the source. False when none is (retried later).
+    bool choose_source() EXCLUDES(mutex) {
+        for (std::size_t n = 0; n < sources.size(); ++n) {
+            const std::size_t i = (current + n) % sources.size();
+            try {
+                MysqlPool probe([&] {
+                    MysqlOptions o = sources[i];
+                    o.pool_size = 1;
+                    o.connect_timeout = std::min(o.connect_timeout, options.read_timeout);
+                    o.read_timeout = std::max(options.read_timeout, std::chrono::milliseconds(1000));
+                    return o;
+                }());
+                auto row = probe.query_one("SELECT @@global.read_only AS ro");
+                if (!row || row->get<std::int64_t>("ro") != 0) continue;
+            } catch (const Error&) {
+                continue;
+            }
+            if (i == current) return true;
+            auto store = std::make_unique<PositionStore>(pool_options(sources[i], options.read_timeout));
+            std::string at;
+            {
+                MutexLock lock(mutex);
+                at = applied.to_string();
+            }
+            logger()->warn("follower {}: primary moved from {} to {}; resuming at GTID {}", options.name,
+                           address(sources[current]), address(sources[i]), at);
+            if (options.fence_token > 0) store->claim(options.name, options.fence_token);
+            positions = std::move(store);
+            source_probe.reset();
+            current = i;
+            mysql = sources[i];
+            switched_after = last_event_at;
+            dirty = true;  // the new primary's table gets the position at the next save
+            {
+                MutexLock lock(mutex);
+                source_now = mysql;
+                ++m.source_switches;
+                m.source = address(mysql);
+            }
+            return true;
+        }
+        return false;
+    }
+
+    // A source that turned read-only (a primary demoted while it stays up) is left like a failed
+    // one: what was received is applied first, then the stream is dropped and choose_source()
+    // looks for the writable server.
+    void check_source() {
+        last_source_check = Clock::now();
+        if (!source_probe) {
+            MysqlOptions o = mysql;
+            o.pool_size = 1;
+            o.read_timeout = std::max(options.read_timeout, std::chrono::milliseconds(1000));
+            source_probe = std::make_unique<MysqlPool>(o);
+        }
+        auto row = source_probe->query_one("SELECT @@global.read_only AS ro");
+        if (!row || row->get<std::int64_t>("ro") == 0) return;
+        if (!ready.empty()) flush_ready();
+        throw ConnectionError("follower: " + address(mysql) + " turned read-only (demoted); looking for the primary");
     }
 
     void follow_once() {
@@ -628,6 +755,7 @@ struct BinlogInvalidator::Impl {
         while (!stopping.load()) {
             read_event(stream.next().bytes);
             if (flush_due(stream)) flush_ready();
+            if (sources.size() > 1 && Clock::now() - last_source_check >= options.source_check) check_source();
         }
         if (!ready.empty()) flush_ready();  // stopping: one attempt, so that a clean stop saves them
     }
@@ -643,6 +771,9 @@ struct BinlogInvalidator::Impl {
                     started = true;
                 }
                 follow_once();
+            } catch (const ConflictError&) {
+                fenced_out();  // claim() refused: a newer leader already owns the position
+                break;
             } catch (const BinlogPositionLostError&) {
                 report(std::current_exception());
                 try {
@@ -659,13 +790,23 @@ struct BinlogInvalidator::Impl {
                 });
                 if (!pause(backoff)) break;
                 backoff = std::min(options.retry_max, backoff * 2);
+                if (sources.size() > 1) {
+                    try {
+                        choose_source();
+                    } catch (const ConflictError&) {
+                        fenced_out();
+                        break;
+                    } catch (const Error&) {
+                        report(std::current_exception());
+                    }
+                }
                 continue;
             }
             backoff = options.retry_min;
         }
         count([](InvalidatorMetrics& mm) { mm.connected = false; });
         stop_redeleter();  // the queued second DELs land (or stay unsettled) before the save
-        save_position(true);
+        if (!is_fenced_out()) save_position(true);
     }
 };
 
@@ -704,7 +845,12 @@ InvalidatorMetrics BinlogInvalidator::metrics() const {
 }
 
 bool BinlogInvalidator::wait_caught_up(std::chrono::milliseconds timeout) {
-    GtidState target = GtidState::parse(BinlogStream::current_gtid(impl_->mysql));
+    MysqlOptions source;
+    {
+        MutexLock lock(impl_->mutex);
+        source = impl_->source_now;
+    }
+    GtidState target = GtidState::parse(BinlogStream::current_gtid(source));
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     MutexLock lock(impl_->mutex);
     while (!(impl_->m.connected && impl_->applied.covers(target))) {

@@ -2,11 +2,13 @@
 // keys of every changed row of the configured tables (C5, C9; docs/invalidation.md).
 //
 //   lockstep-invalidator --config invalidator.json [--progress 5] [--metrics-file m.json]
-//                        [--inspect [--inspect-sample-rate 0.01]]
+//                        [--inspect [--inspect-sample-rate 0.01]] [--ha [--lock URL]]
 //
 // Config (JSON):
 //   {
 //     "mysql": "mysql://root@127.0.0.1:3306/lockstep",     the primary (binlog source)
+//     "failover": ["mysql://root@127.0.0.1:3307/lockstep"], optional: servers that may become
+//                                                           the primary (GTID replicas)
 //     "redis": "redis://127.0.0.1:6379/0",
 //     "name": "orders-service",                             row in lockstep_binlog_position
 //     "server_id": 4242,                                    distinct per follower
@@ -18,7 +20,14 @@
 //                                                                   transactional outbox (C5)
 //     "inspector": {"server_id": 4343, "sample_rate": 0.01,         optional (or --inspect):
 //                   "check_after_ms": 1000, "track_for_ms": 120000} the consistency inspector
+//     "ha": {"enabled": true, "lock": "redis://127.0.0.1:6379/0",   optional (or --ha): one
+//            "lease_ms": 3000, "latch": "invalidator/<name>"}       active instance of several
 //   }
+//
+// --ha: run N instances with the same config (each its own server_id). Each campaigns for a
+// leader latch (coordination/leader_latch.h) on the lock service of the "lock" URL (default: the
+// "redis" URL); only the leader follows, with its epoch fencing every position write; a standby
+// takes over within the lease after the leader dies, from the stored position.
 //
 // Progress: one JSON line of metrics on stdout every --progress seconds (0: off): the follower's
 // metrics, "elapsed_s", and with the inspector an "inspector" object (stale entries found, per
@@ -35,18 +44,21 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "lockstep/cache/redis_client.h"
+#include "lockstep/coordination/leader_latch.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/invalidation/binlog_invalidator.h"
 #include "lockstep/invalidation/consistency_inspector.h"
+#include "lockstep/locks/lock_service.h"
 #include "lockstep/strategies/entry_store.h"
 #include "lockstep/strategies/outbox.h"
 
@@ -73,6 +85,12 @@ nlohmann::json to_json(const lockstep::InvalidatorMetrics& m) {
             {"redis_errors", m.redis_errors},
             {"positions_lost", m.positions_lost},
             {"positions_saved", m.positions_saved},
+            {"positions_refused", m.positions_refused},
+            {"fenced_out", m.fenced_out},
+            {"source_switches", m.source_switches},
+            {"failover_gap_ms", m.failover_gap_ms},
+            {"source", m.source},
+            {"start_gtid", m.start_gtid},
             {"applied_gtid", m.applied_gtid},
             {"saved_gtid", m.saved_gtid},
             {"seconds_behind", m.seconds_behind},
@@ -105,6 +123,10 @@ struct Config {
     std::vector<lockstep::TableBinding> tables;
     std::optional<lockstep::OutboxOptions> outbox;
     std::optional<lockstep::InspectorOptions> inspector;
+    bool ha = false;
+    std::string lock_url;
+    std::chrono::milliseconds lease{3000};
+    std::string latch;
 };
 
 Config read_config(const std::string& path) {
@@ -120,6 +142,17 @@ Config read_config(const std::string& path) {
     try {
         c.mysql = lockstep::parse_mysql_url(j.at("mysql").get<std::string>());
         c.redis = lockstep::parse_redis_url(j.at("redis").get<std::string>());
+        c.lock_url = j.at("redis").get<std::string>();
+        if (j.contains("failover")) {
+            for (const auto& u : j.at("failover")) c.options.failover_sources.push_back(lockstep::parse_mysql_url(u.get<std::string>()));
+        }
+        if (j.contains("ha")) {
+            const auto& h = j.at("ha");
+            c.ha = h.value("enabled", true);
+            c.lock_url = h.value("lock", c.lock_url);
+            c.lease = std::chrono::milliseconds(h.value("lease_ms", c.lease.count()));
+            c.latch = h.value("latch", c.latch);
+        }
         c.options.name = j.value("name", c.options.name);
         c.options.server_id = j.value("server_id", c.options.server_id);
         c.options.heartbeat = std::chrono::milliseconds(j.value("heartbeat_ms", c.options.heartbeat.count()));
@@ -159,6 +192,8 @@ Config read_config(const std::string& path) {
         throw lockstep::ConfigError("--config", path + ": " + e.what());
     }
     if (c.tables.empty()) throw lockstep::ConfigError("--config", "no tables");
+    if (c.latch.empty()) c.latch = "invalidator/" + c.options.name;
+    if (c.lease.count() <= 0) throw lockstep::ConfigError("ha.lease_ms", "must be positive");
     if (c.options.server_id == 0) throw lockstep::ConfigError("server_id", "must not be 0");
     if (c.options.second_delete_delay.count() < 0 || c.options.second_delete_batch.count() < 0) {
         throw lockstep::ConfigError("second_delete_delay_ms", "must not be negative");
@@ -185,19 +220,26 @@ int main(int argc, char** argv) {
         "  optional: heartbeat_ms, read_timeout_ms, save_interval_ms, flush_on_fresh_start,\n"
         "  second_delete_delay_ms (50; 0 = off), second_delete_batch_ms (5),\n"
         "  \"outbox\": {bound_ms, replay_every_ms}  also replay the transactional outbox,\n"
-        "  \"inspector\": {server_id, sample_rate, check_after_ms, track_for_ms}  also run the inspector}\n"
+        "  \"inspector\": {server_id, sample_rate, check_after_ms, track_for_ms}  also run the inspector,\n"
+        "  \"failover\": [mysql URLs]  servers that may become the primary: followed by GTID after a failover,\n"
+        "  \"ha\": {enabled, lock (URL, default the redis one), lease_ms (3000), latch (name)}}\n"
         "\n"
         "Output: one JSON line every --progress seconds: the follower's counters (events, transactions,\n"
         "keys_deleted, delete_pipelines (first-DEL round trips), delete_batches, second_keys_deleted, flushes,\n"
-        "reconnects, redis_errors, applied/saved GTID),\n"
+        "reconnects, redis_errors, applied/saved GTID, start_gtid, positions_lost (flushed: position gone),\n"
+        "positions_refused / fenced_out (a newer leader's epoch), source / source_switches / failover_gap_ms),\n"
+        "\"active\" (following now),\n"
         "lag_p50_us/lag_p99_us (first event received -> DEL landed), seconds_behind, elapsed_s; with the\n"
         "inspector an \"inspector\" object: checked, stale, stale_open, stale_per_million (stale entries per\n"
         "million checked writes), staleness_p50_ms/p99_ms/max_ms. SIGINT/SIGTERM: stop, save, print a last\n"
-        "line with \"final\": true. Exit 0 on a clean stop, 2 on a bad config, 1 on another error.");
+        "line with \"final\": true. With --ha an \"ha\" object: leader, epoch, terms. Exit 0 on a clean stop,\n"
+        "2 on a bad config, 1 on another error.");
     std::string config_path, metrics_file;
     double progress = 5;
     bool inspect = false;
     double inspect_sample_rate = 0;
+    bool ha = false;
+    std::string lock_url;
     app.add_option("--config", config_path, "JSON config: servers, follower name and id, tables -> entities")->required();
     app.add_option("--progress", progress, "Seconds between metrics lines on stdout (0: none)")->capture_default_str();
     app.add_option("--metrics-file", metrics_file, "Rewrite this file with the latest metrics (JSON) at every progress tick");
@@ -207,6 +249,11 @@ int main(int argc, char** argv) {
                  "entries older than the committed row and how long they stay stale");
     app.add_option("--inspect-sample-rate", inspect_sample_rate, "Fraction of changed rows the inspector checks, in (0, 1] "
                    "(default 1, or the config's)");
+    app.add_flag("--ha", ha,
+                 "Run as one of N instances (same config, distinct server_id): a leader latch elects one active "
+                 "instance; its position writes are fenced by its epoch; a standby takes over within the lease");
+    app.add_option("--lock", lock_url, "With --ha: the lock service URL the latch runs on (redis://, mysql://, "
+                   "zookeeper://, ...; default the config's ha.lock, else its redis URL)");
     CLI11_PARSE(app, argc, argv);
 
     try {
@@ -223,46 +270,127 @@ int main(int argc, char** argv) {
                 lockstep::logger()->warn("invalidator: {}", ex.what());
             }
         };
+        if (ha) c.ha = true;
+        if (!lock_url.empty()) c.lock_url = lock_url;
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);
         lockstep::RedisClient redis(c.redis);
-        lockstep::BinlogInvalidator follower(c.mysql, redis, lockstep::InvalidationMap(c.tables), c.options);
-        follower.start();
-        // The inspector (consistency_inspector.h): a replica of its own that deletes nothing.
-        std::unique_ptr<lockstep::ConsistencyInspector> inspector;
-        if (c.inspector) {
-            inspector = std::make_unique<lockstep::ConsistencyInspector>(c.mysql, redis, lockstep::InvalidationMap(c.tables),
-                                                                         *c.inspector);
-            inspector->start();
+
+        // One term of activity: the follower (fenced by `epoch` when > 0), the inspector and the
+        // outbox replayer. Without --ha a single term runs until the stop.
+        struct Term {
+            std::unique_ptr<lockstep::BinlogInvalidator> follower;
+            std::unique_ptr<lockstep::ConsistencyInspector> inspector;
+            std::unique_ptr<lockstep::MysqlPool> outbox_pool;
+            std::unique_ptr<lockstep::Outbox> outbox;
+            void stop() {
+                outbox.reset();
+                if (inspector) inspector->stop();
+                if (follower) follower->stop();
+            }
+        };
+        auto begin_term = [&](std::int64_t epoch) {
+            auto t = std::make_unique<Term>();
+            auto options = c.options;
+            options.fence_token = epoch;
+            t->follower = std::make_unique<lockstep::BinlogInvalidator>(c.mysql, redis, lockstep::InvalidationMap(c.tables),
+                                                                       options);
+            t->follower->start();
+            // The inspector (consistency_inspector.h): a replica of its own that deletes nothing.
+            if (c.inspector) {
+                t->inspector = std::make_unique<lockstep::ConsistencyInspector>(c.mysql, redis,
+                                                                               lockstep::InvalidationMap(c.tables), *c.inspector);
+                t->inspector->start();
+            }
+            // The outbox replayer (strategies/outbox.h): rows of writers that died after COMMIT.
+            if (c.outbox) {
+                t->outbox_pool = std::make_unique<lockstep::MysqlPool>(c.mysql);
+                t->outbox = std::make_unique<lockstep::Outbox>(*t->outbox_pool, lockstep::make_redis_entry_store(redis),
+                                                               *c.outbox);
+            }
+            return t;
+        };
+
+        std::unique_ptr<lockstep::LockService> locks;
+        std::unique_ptr<lockstep::LeaderLatch> latch;
+        auto new_latch = [&] {
+            lockstep::LeaderLatchOptions lo;
+            lo.lock.lease = c.lease;
+            lo.on_elected = [](lockstep::FenceToken epoch) { lockstep::logger()->info("invalidator: elected, epoch {}", epoch); };
+            lo.on_revoked = [](const lockstep::Revocation& r) {
+                lockstep::logger()->warn("invalidator: term {} ended ({}{}{})", r.epoch, lockstep::to_string(r.reason),
+                                         r.message.empty() ? "" : ": ", r.message);
+            };
+            latch = std::make_unique<lockstep::LeaderLatch>(*locks, c.latch, std::move(lo));
+            latch->start();
+        };
+        if (c.ha) {
+            locks = lockstep::open_lock_service(c.lock_url);
+            new_latch();
         }
+
+        std::unique_ptr<Term> term;
+        lockstep::InvalidatorMetrics last_metrics;  // of the last term, while standing by
+        std::int64_t epoch = 0;
+        std::stop_token term_token;
         const auto started = std::chrono::steady_clock::now();
         auto snapshot = [&](bool final) {
-            nlohmann::json j = to_json(follower.metrics());
+            if (term) last_metrics = term->follower->metrics();
+            nlohmann::json j = to_json(last_metrics);
             j["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-            if (inspector) j["inspector"] = to_json(inspector->metrics());
+            j["active"] = term != nullptr;
+            if (term && term->inspector) j["inspector"] = to_json(term->inspector->metrics());
+            if (c.ha) j["ha"] = {{"leader", latch->is_leader()}, {"epoch", epoch}, {"terms", latch->terms()}};
             if (final) j["final"] = true;
             return j.dump();
         };
-        // The outbox replayer (strategies/outbox.h): rows of writers that died after COMMIT.
-        std::unique_ptr<lockstep::MysqlPool> outbox_pool;
-        std::unique_ptr<lockstep::Outbox> outbox;
-        if (c.outbox) {
-            outbox_pool = std::make_unique<lockstep::MysqlPool>(c.mysql);
-            outbox = std::make_unique<lockstep::Outbox>(*outbox_pool, lockstep::make_redis_entry_store(redis), *c.outbox);
-        }
+        auto end_term = [&](const char* why) {
+            if (!term) return;
+            term->stop();
+            last_metrics = term->follower->metrics();
+            term.reset();
+            lockstep::logger()->warn("invalidator: stopped following (epoch {}): {}", epoch, why);
+        };
+        if (!c.ha) term = begin_term(0);
+
         auto tick = std::chrono::duration<double>(progress > 0 ? progress : 1.0);
         auto next = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(tick);
         while (!stop_requested.load()) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            if (c.ha) {
+                if (!term) {
+                    // Campaigning: follow as soon as elected, with this term's epoch as the fence.
+                    if (latch->await_leadership(std::chrono::milliseconds(50))) {
+                        term_token = latch->term_stop_token();
+                        epoch = latch->epoch();
+                        if (!term_token.stop_requested() && epoch > 0) {
+                            lockstep::logger()->info("invalidator: active, epoch {}", epoch);
+                            term = begin_term(epoch);
+                        }
+                    }
+                } else if (term_token.stop_requested()) {
+                    end_term("the term ended");
+                } else if (term->follower->metrics().fenced_out) {
+                    // A newer epoch wrote the position: this latch's view is late. Give the
+                    // leadership up and campaign again.
+                    end_term("a newer leader's epoch fenced the position");
+                    latch->close();
+                    new_latch();
+                } else {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                }
+            } else {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            }
             if (std::chrono::steady_clock::now() < next) continue;
             next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(tick);
             auto line = snapshot(false);
             if (progress > 0) std::cout << line << std::endl;
             if (!metrics_file.empty()) std::ofstream(metrics_file, std::ios::trunc) << line << "\n";
         }
-        if (inspector) inspector->stop();
-        follower.stop();
+        if (term) term->stop();
         std::cout << snapshot(true) << std::endl;
+        term.reset();
+        if (latch) latch->close();
         return 0;
     } catch (const lockstep::ConfigError& e) {
         std::cerr << "lockstep-invalidator: " << e.what() << "\n";

@@ -41,6 +41,22 @@
 // WriteThrough a reader that read the row before the bypassing write and fills after the DEL
 // can store its older version (the same C2 window WriteThenDelete has); docs/invalidation.md.
 //
+// Several instances, one active (`--ha`): the active one runs the follower with `fence_token` set
+// to its leader epoch (coordination/leader_latch.h); every position write is fenced by it
+// (PositionStore), and a write refused by a newer epoch stops the follower at once
+// (`fenced_out`): a deposed instance can neither move the position nor go on deleting.
+//
+// A primary failover: `failover_sources` lists the servers that may become the primary (GTID
+// replicas with log_slave_updates). When the stream to the current source fails, the follower
+// takes the first of [current, failover_sources...] that answers and is writable
+// (@@read_only = 0), and resumes there from its applied GTID state (a source that stays up but
+// turns read-only, a demoted primary, is noticed within `source_check` and left the same way): the promoted replica's binlog
+// holds the old primary's transactions under their own GTIDs, so nothing is skipped or replayed
+// twice beyond at-least-once. When the new primary does not have that position (transactions the
+// follower applied never reached it, or were purged), the follower flushes every bound entity's
+// keys, logs a warning and counts it (positions_lost), and starts at the new primary's position.
+// The position store moves with it (a table on the new primary).
+//
 // Failures: a lost or silent server (no heartbeat within read_timeout), a restart, a Redis
 // outage: the follower retries with backoff and resumes from its last applied position; nothing
 // is skipped. Errors go to `on_error` and the metrics; run() returns only after stop().
@@ -56,6 +72,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lockstep/core/mysql_options.h"
 #include "lockstep/invalidation/invalidation_map.h"
@@ -97,6 +114,13 @@ struct BinlogInvalidatorOptions {
     bool flush_on_fresh_start = true;
     // Called (on the follower thread) with every error it recovers from.
     std::function<void(std::exception_ptr)> on_error;
+    // The leader epoch of this instance's term (--ha): every position write is fenced by it, and
+    // the first one refused stops the follower. 0: one instance, unfenced.
+    std::int64_t fence_token = 0;
+    // Servers that may become the primary; see "A primary failover" above. Empty: only `mysql`.
+    std::vector<MysqlOptions> failover_sources;
+    // With failover sources: how often the follower checks that its source is still writable.
+    std::chrono::milliseconds source_check{1000};
 };
 
 struct InvalidatorMetrics {
@@ -117,6 +141,13 @@ struct InvalidatorMetrics {
     std::uint64_t redis_errors = 0;
     std::uint64_t positions_lost = 0;
     std::uint64_t positions_saved = 0;
+    std::uint64_t positions_refused = 0;  // fenced position writes refused (a newer epoch wrote)
+    bool fenced_out = false;              // a refused write stopped this follower
+    std::uint64_t source_switches = 0;    // moves to another server (a primary failover)
+    // Last event from the previous source -> first event from the new one, at the last switch.
+    double failover_gap_ms = 0;
+    std::string source;                   // host:port followed now
+    std::string start_gtid;               // where this follower started (the stored position, or fresh)
     std::string applied_gtid;
     std::string saved_gtid;
     // Server time of the last applied event to now, in seconds; 0 when caught up (a heartbeat
