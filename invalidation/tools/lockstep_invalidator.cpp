@@ -3,6 +3,7 @@
 //
 //   lockstep-invalidator --config invalidator.json [--progress 5] [--metrics-file m.json]
 //                        [--inspect [--inspect-sample-rate 0.01]]
+//                        [--metrics-port 9465 [--metrics-bind 0.0.0.0]]
 //
 // Config (JSON):
 //   {
@@ -22,7 +23,8 @@
 //
 // Progress: one JSON line of metrics on stdout every --progress seconds (0: off): the follower's
 // metrics, "elapsed_s", and with the inspector an "inspector" object (stale entries found, per
-// million checked writes, staleness percentiles). SIGINT or SIGTERM stop it cleanly (the settled
+// million checked writes, staleness percentiles). --metrics-port serves the same as Prometheus
+// metrics on /metrics and a health answer on /health (docs/invalidator.md). SIGINT or SIGTERM stop it cleanly (the settled
 // position is saved) and print a last line with "final": true. Exit 0 on a clean stop, 2 on a
 // bad config.
 #include <signal.h>
@@ -49,6 +51,12 @@
 #include "lockstep/invalidation/consistency_inspector.h"
 #include "lockstep/strategies/entry_store.h"
 #include "lockstep/strategies/outbox.h"
+
+#ifdef LOCKSTEP_INVALIDATOR_WITH_PROMETHEUS
+#include <prometheus/exposer.h>
+
+#include "lockstep/exporters/prometheus_collector.h"
+#endif
 
 namespace {
 
@@ -97,6 +105,32 @@ nlohmann::json to_json(const lockstep::InspectorMetrics& m) {
             {"reconnects", m.reconnects},
             {"connected", m.connected}};
 }
+
+#ifdef LOCKSTEP_INVALIDATOR_WITH_PROMETHEUS
+// GET /health: 200 while the process serves, with whether each binlog stream is connected (a
+// readiness probe reads `lockstep_invalidator_connected ... 1`).
+class HealthCollectable : public prometheus::Collectable {
+public:
+    HealthCollectable(std::string name, std::function<bool()> follower, std::function<bool()> inspector)
+        : name_(std::move(name)), follower_(std::move(follower)), inspector_(std::move(inspector)) {}
+    std::vector<prometheus::MetricFamily> Collect() const override {
+        std::vector<prometheus::MetricFamily> out;
+        const auto gauge = [&](const char* family, const char* label, bool value) {
+            prometheus::ClientMetric metric;
+            metric.label = {{label, name_}};
+            metric.gauge.value = value ? 1 : 0;
+            out.push_back({family, "1 while the binlog connection is up", prometheus::MetricType::Gauge, {metric}});
+        };
+        gauge("lockstep_invalidator_connected", "invalidator", follower_());
+        if (inspector_) gauge("lockstep_inspector_connected", "inspector", inspector_());
+        return out;
+    }
+
+private:
+    std::string name_;
+    std::function<bool()> follower_, inspector_;
+};
+#endif
 
 struct Config {
     lockstep::MysqlOptions mysql;
@@ -194,7 +228,8 @@ int main(int argc, char** argv) {
         "inspector an \"inspector\" object: checked, stale, stale_open, stale_per_million (stale entries per\n"
         "million checked writes), staleness_p50_ms/p99_ms/max_ms. SIGINT/SIGTERM: stop, save, print a last\n"
         "line with \"final\": true. Exit 0 on a clean stop, 2 on a bad config, 1 on another error.");
-    std::string config_path, metrics_file;
+    std::string config_path, metrics_file, metrics_bind = "127.0.0.1";
+    int metrics_port = -1;
     double progress = 5;
     bool inspect = false;
     double inspect_sample_rate = 0;
@@ -207,6 +242,11 @@ int main(int argc, char** argv) {
                  "entries older than the committed row and how long they stay stale");
     app.add_option("--inspect-sample-rate", inspect_sample_rate, "Fraction of changed rows the inspector checks, in (0, 1] "
                    "(default 1, or the config's)");
+    app.add_option("--metrics-port", metrics_port,
+                   "Serve Prometheus metrics on GET /metrics and a health answer on GET /health at this TCP port "
+                   "(0: any free port, printed on stderr; default: off)")
+        ->check(CLI::Range(0, 65535));
+    app.add_option("--metrics-bind", metrics_bind, "Address the metrics port listens on")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
     try {
@@ -235,6 +275,38 @@ int main(int argc, char** argv) {
                                                                          *c.inspector);
             inspector->start();
         }
+        // The metrics port (prometheus-cpp's Exposer: its own threads; declared after the follower
+        // and the inspector so that it stops before them).
+#ifdef LOCKSTEP_INVALIDATOR_WITH_PROMETHEUS
+        std::unique_ptr<prometheus::Exposer> exposer;
+        std::shared_ptr<lockstep::PrometheusCollector> collector;
+        std::shared_ptr<HealthCollectable> health;
+        if (metrics_port >= 0) {
+            const std::string address = metrics_bind + ":" + std::to_string(metrics_port);
+            try {
+                exposer = std::make_unique<prometheus::Exposer>(address);
+            } catch (const std::exception& e) {
+                throw lockstep::ConfigError("--metrics-port", "cannot listen on " + address + ": " + e.what());
+            }
+            collector = std::make_shared<lockstep::PrometheusCollector>();
+            collector->add_invalidator(c.options.name, [&] { return follower.metrics(); });
+            std::function<bool()> inspector_connected;
+            if (inspector) {
+                collector->add_inspector(c.options.name, [&] { return inspector->metrics(); });
+                inspector_connected = [&] { return inspector->metrics().connected; };
+            }
+            health = std::make_shared<HealthCollectable>(
+                c.options.name, [&] { return follower.metrics().connected; }, inspector_connected);
+            exposer->RegisterCollectable(collector, "/metrics");
+            exposer->RegisterCollectable(health, "/health");
+            std::cerr << "lockstep-invalidator: metrics on http://" << metrics_bind << ":"
+                      << exposer->GetListeningPorts().front() << "/metrics" << std::endl;
+        }
+#else
+        if (metrics_port >= 0) {
+            throw lockstep::ConfigError("--metrics-port", "this lockstep-invalidator was built without prometheus-cpp");
+        }
+#endif
         const auto started = std::chrono::steady_clock::now();
         auto snapshot = [&](bool final) {
             nlohmann::json j = to_json(follower.metrics());
