@@ -39,6 +39,10 @@ if(TARGET lockstep_testing)
   install(FILES "${PROJECT_BINARY_DIR}/lockstep-testing.pc" DESTINATION "${lockstep_pc_dir}" COMPONENT dev)
 endif()
 
+# The example systemd unit, beside the daemon (docs/invalidator.md).
+install(FILES "${PROJECT_SOURCE_DIR}/ops/systemd/lockstep-invalidator.service"
+  DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/lockstep-invalidator/examples" COMPONENT invalidator)
+
 # ---- Debian packages -------------------------------------------------------------------------
 set(CPACK_PACKAGE_NAME lockstep)
 set(CPACK_PACKAGE_VENDOR "lockstep")
