@@ -86,7 +86,8 @@ cmake --build "$work/cmake-build" >"$work/cmake-build.log" 2>&1 \
 [ -x "$work/cmake-build/inventory_service" ] || fail "no inventory_service from the CMake build"
 
 # 4b. pkg-config: a plain compiler line.
-[ "$(pkg-config --variable=libdir lockstep | xargs readlink -f)" = "$(readlink -f "$work/root/usr/lib")" ] \
+packaged_libdir="$(dirname "$(find "$work/root" -name liblockstep.a | head -n 1)")"
+[ "$(pkg-config --variable=libdir lockstep | xargs readlink -f)" = "$(readlink -f "$packaged_libdir")" ] \
   || fail "lockstep.pc points at $(pkg-config --variable=libdir lockstep), not the package"
 flags="$(pkg-config --cflags --libs lockstep-testing lockstep)"
 # shellcheck disable=SC2086  # the flags are words
