@@ -3,7 +3,7 @@
 // follower, inspector) is scraped over loopback from a prometheus-cpp Exposer, and every
 // `lockstep_...` name in the two files must be one of the served series (histogram _bucket, _sum
 // and _count included). The sources' values do not matter: the exporter serves every name for
-// every source.
+// every source. The alert table of docs/operations.md is checked against the rules file.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -109,6 +109,23 @@ TEST_F(OpsArtefacts, TheExporterServesEveryKindOfSource) {
 }
 
 TEST_F(OpsArtefacts, TheAlertRulesNameOnlyServedMetrics) { expect_all_served("ops/prometheus/lockstep-alerts.yml", 15); }
+
+// docs/operations.md's table of alerts lists exactly the rules of the file.
+TEST(OpsArtefactsDocs, TheOperationsPageListsEveryAlertRuleAndNoOther) {
+    const auto matches = [](const std::string& text, const std::regex& pattern) {
+        std::set<std::string> found;
+        for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern); it != std::sregex_iterator(); ++it) {
+            found.insert((*it)[1].str());
+        }
+        return found;
+    };
+    const auto rules = matches(read_file(std::string(LOCKSTEP_SOURCE_DIR) + "/ops/prometheus/lockstep-alerts.yml"),
+                               std::regex(R"(- alert: (\w+))"));
+    const auto documented = matches(read_file(std::string(LOCKSTEP_SOURCE_DIR) + "/docs/operations.md"),
+                                    std::regex(R"(\n\| `(Lockstep\w+)` \|)"));
+    EXPECT_GE(rules.size(), 10u);
+    EXPECT_EQ(rules, documented);
+}
 
 TEST_F(OpsArtefacts, TheDashboardNamesOnlyServedMetrics) {
     expect_all_served("ops/grafana/lockstep.json", 30);
