@@ -3,6 +3,7 @@
 //
 //   lockstep-invalidator --config invalidator.json [--progress 5] [--metrics-file m.json]
 //                        [--inspect [--inspect-sample-rate 0.01]] [--ha [--lock URL]]
+//                        [--metrics-port 9465 [--metrics-bind 0.0.0.0]]
 //
 // Config (JSON):
 //   {
@@ -31,7 +32,8 @@
 //
 // Progress: one JSON line of metrics on stdout every --progress seconds (0: off): the follower's
 // metrics, "elapsed_s", and with the inspector an "inspector" object (stale entries found, per
-// million checked writes, staleness percentiles). SIGINT or SIGTERM stop it cleanly (the settled
+// million checked writes, staleness percentiles). --metrics-port serves the same as Prometheus
+// metrics on /metrics and a health answer on /health (docs/invalidator.md). SIGINT or SIGTERM stop it cleanly (the settled
 // position is saved) and print a last line with "final": true. Exit 0 on a clean stop, 2 on a
 // bad config.
 #include <signal.h>
@@ -43,6 +45,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <thread>
@@ -61,6 +64,12 @@
 #include "lockstep/locks/lock_service.h"
 #include "lockstep/strategies/entry_store.h"
 #include "lockstep/strategies/outbox.h"
+
+#ifdef LOCKSTEP_INVALIDATOR_WITH_PROMETHEUS
+#include <prometheus/exposer.h>
+
+#include "lockstep/exporters/prometheus_collector.h"
+#endif
 
 namespace {
 
@@ -115,6 +124,32 @@ nlohmann::json to_json(const lockstep::InspectorMetrics& m) {
             {"reconnects", m.reconnects},
             {"connected", m.connected}};
 }
+
+#ifdef LOCKSTEP_INVALIDATOR_WITH_PROMETHEUS
+// GET /health: 200 while the process serves, with whether each binlog stream is connected (a
+// readiness probe reads `lockstep_invalidator_connected ... 1`).
+class HealthCollectable : public prometheus::Collectable {
+public:
+    HealthCollectable(std::string name, std::function<bool()> follower, std::function<bool()> inspector)
+        : name_(std::move(name)), follower_(std::move(follower)), inspector_(std::move(inspector)) {}
+    std::vector<prometheus::MetricFamily> Collect() const override {
+        std::vector<prometheus::MetricFamily> out;
+        const auto gauge = [&](const char* family, const char* label, bool value) {
+            prometheus::ClientMetric metric;
+            metric.label = {{label, name_}};
+            metric.gauge.value = value ? 1 : 0;
+            out.push_back({family, "1 while the binlog connection is up", prometheus::MetricType::Gauge, {metric}});
+        };
+        gauge("lockstep_invalidator_connected", "invalidator", follower_());
+        if (inspector_) gauge("lockstep_inspector_connected", "inspector", inspector_());
+        return out;
+    }
+
+private:
+    std::string name_;
+    std::function<bool()> follower_, inspector_;
+};
+#endif
 
 struct Config {
     lockstep::MysqlOptions mysql;
@@ -234,7 +269,8 @@ int main(int argc, char** argv) {
         "million checked writes), staleness_p50_ms/p99_ms/max_ms. SIGINT/SIGTERM: stop, save, print a last\n"
         "line with \"final\": true. With --ha an \"ha\" object: leader, epoch, terms. Exit 0 on a clean stop,\n"
         "2 on a bad config, 1 on another error.");
-    std::string config_path, metrics_file;
+    std::string config_path, metrics_file, metrics_bind = "127.0.0.1";
+    int metrics_port = -1;
     double progress = 5;
     bool inspect = false;
     double inspect_sample_rate = 0;
@@ -254,6 +290,11 @@ int main(int argc, char** argv) {
                  "instance; its position writes are fenced by its epoch; a standby takes over within the lease");
     app.add_option("--lock", lock_url, "With --ha: the lock service URL the latch runs on (redis://, mysql://, "
                    "zookeeper://, ...; default the config's ha.lock, else its redis URL)");
+    app.add_option("--metrics-port", metrics_port,
+                   "Serve Prometheus metrics on GET /metrics and a health answer on GET /health at this TCP port "
+                   "(0: any free port, printed on stderr; default: off)")
+        ->check(CLI::Range(0, 65535));
+    app.add_option("--metrics-bind", metrics_bind, "Address the metrics port listens on")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
     try {
@@ -329,12 +370,59 @@ int main(int argc, char** argv) {
             new_latch();
         }
 
+        std::mutex term_mu;  // guards `term` and `last_metrics` against the metrics port's scrapes
         std::unique_ptr<Term> term;
         lockstep::InvalidatorMetrics last_metrics;  // of the last term, while standing by
         std::int64_t epoch = 0;
         std::stop_token term_token;
+        // The metrics port (prometheus-cpp's Exposer: its own threads; declared after the term so
+        // that it stops before it). Its scrapes read the current term under term_mu.
+#ifdef LOCKSTEP_INVALIDATOR_WITH_PROMETHEUS
+        std::unique_ptr<prometheus::Exposer> exposer;
+        std::shared_ptr<lockstep::PrometheusCollector> collector;
+        std::shared_ptr<HealthCollectable> health;
+        if (metrics_port >= 0) {
+            const std::string address = metrics_bind + ":" + std::to_string(metrics_port);
+            try {
+                exposer = std::make_unique<prometheus::Exposer>(address);
+            } catch (const std::exception& e) {
+                throw lockstep::ConfigError("--metrics-port", "cannot listen on " + address + ": " + e.what());
+            }
+            collector = std::make_shared<lockstep::PrometheusCollector>();
+            collector->add_invalidator(c.options.name, [&] {
+                std::lock_guard g(term_mu);
+                return term ? term->follower->metrics() : last_metrics;
+            });
+            auto inspector_metrics = [&] {
+                std::lock_guard g(term_mu);
+                return term && term->inspector ? term->inspector->metrics() : lockstep::InspectorMetrics{};
+            };
+            std::function<bool()> inspector_connected;
+            if (c.inspector) {
+                collector->add_inspector(c.options.name, inspector_metrics);
+                inspector_connected = [inspector_metrics] { return inspector_metrics().connected; };
+            }
+            // A standby (--ha) follows nothing: it answers connected 0.
+            health = std::make_shared<HealthCollectable>(
+                c.options.name,
+                [&] {
+                    std::lock_guard g(term_mu);
+                    return term && term->follower->metrics().connected;
+                },
+                inspector_connected);
+            exposer->RegisterCollectable(collector, "/metrics");
+            exposer->RegisterCollectable(health, "/health");
+            std::cerr << "lockstep-invalidator: metrics on http://" << metrics_bind << ":"
+                      << exposer->GetListeningPorts().front() << "/metrics" << std::endl;
+        }
+#else
+        if (metrics_port >= 0) {
+            throw lockstep::ConfigError("--metrics-port", "this lockstep-invalidator was built without prometheus-cpp");
+        }
+#endif
         const auto started = std::chrono::steady_clock::now();
         auto snapshot = [&](bool final) {
+            std::lock_guard g(term_mu);
             if (term) last_metrics = term->follower->metrics();
             nlohmann::json j = to_json(last_metrics);
             j["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -347,11 +435,16 @@ int main(int argc, char** argv) {
         auto end_term = [&](const char* why) {
             if (!term) return;
             term->stop();
+            std::lock_guard g(term_mu);
             last_metrics = term->follower->metrics();
             term.reset();
             lockstep::logger()->warn("invalidator: stopped following (epoch {}): {}", epoch, why);
         };
-        if (!c.ha) term = begin_term(0);
+        if (!c.ha) {
+            auto first = begin_term(0);
+            std::lock_guard g(term_mu);
+            term = std::move(first);
+        }
 
         auto tick = std::chrono::duration<double>(progress > 0 ? progress : 1.0);
         auto next = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(tick);
@@ -364,7 +457,9 @@ int main(int argc, char** argv) {
                         epoch = latch->epoch();
                         if (!term_token.stop_requested() && epoch > 0) {
                             lockstep::logger()->info("invalidator: active, epoch {}", epoch);
-                            term = begin_term(epoch);
+                            auto next_term = begin_term(epoch);
+                            std::lock_guard g(term_mu);
+                            term = std::move(next_term);
                         }
                     }
                 } else if (term_token.stop_requested()) {
@@ -389,7 +484,10 @@ int main(int argc, char** argv) {
         }
         if (term) term->stop();
         std::cout << snapshot(true) << std::endl;
-        term.reset();
+        {
+            std::lock_guard g(term_mu);
+            term.reset();
+        }
         if (latch) latch->close();
         return 0;
     } catch (const lockstep::ConfigError& e) {

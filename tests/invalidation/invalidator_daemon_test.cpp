@@ -2,9 +2,14 @@
 // of a bypassing UPDATE (C9), sends the second DEL, and with --inspect reports the consistency
 // inspector's findings in its progress lines: here one entry put back stale by hand after both
 // DELs (what a fill in a longer window than the delay would leave) is counted stale and open.
-// SIGTERM stops it with a last line marked "final" and exit 0.
+// SIGTERM stops it with a last line marked "final" and exit 0, its position saved in
+// lockstep_binlog_position. With --metrics-port it serves the follower's and the inspector's
+// metrics on /metrics and the connection state on /health (docs/invalidator.md).
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -23,6 +28,40 @@ std::string daemon_path() {
     // build/tests/test_invalidation -> build/invalidation/tools/lockstep-invalidator
     auto self = std::filesystem::read_symlink("/proc/self/exe");
     return (self.parent_path().parent_path() / "invalidation" / "tools" / "lockstep-invalidator").string();
+}
+
+// A TCP port free on 127.0.0.1 now (the kernel's choice; released again for the daemon to take).
+int free_loopback_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    socklen_t length = sizeof addr;
+    EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length), 0);
+    ::close(fd);
+    return ntohs(addr.sin_port);
+}
+
+// GET `path` from 127.0.0.1:port: the whole response, status line included ("" if refused).
+std::string http_get(int port, const std::string& path) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string response;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+        if (::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+            char buffer[4096];
+            for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) {
+                response.append(buffer, static_cast<std::size_t>(n));
+            }
+        }
+    }
+    ::close(fd);
+    return response;
 }
 
 // Progress lines until one satisfies `done`; that line, or nullopt at EOF / timeout.
@@ -67,11 +106,17 @@ TEST(InvalidatorDaemon, DeletesABypassingUpdatesKeyAndReportsTheInspectorsFindin
                             {"inspector", {{"server_id", fresh_server_id()}, {"check_after_ms", 5000}}}};
         std::ofstream(config) << c.dump();
     }
-    Child d({path, "--config", config.string(), "--progress", "0.2"});
+    const int metrics_port = free_loopback_port();
+    Child d({path, "--config", config.string(), "--progress", "0.2", "--metrics-port", std::to_string(metrics_port)});
     auto up = line_where(d, [](const nlohmann::json& j) {
         return j.at("connected").get<bool>() && j.at("inspector").at("connected").get<bool>();
     }, 30s);
     ASSERT_TRUE(up.has_value()) << "the daemon never reported both streams connected";
+    const std::string name = "daemon-" + prefix;
+    const std::string health = http_get(metrics_port, "/health");
+    EXPECT_NE(health.find("HTTP/1.1 200"), std::string::npos) << health;
+    EXPECT_NE(health.find("lockstep_invalidator_connected{invalidator=\"" + name + "\"} 1"), std::string::npos) << health;
+    EXPECT_NE(health.find("lockstep_inspector_connected{inspector=\"" + name + "\"} 1"), std::string::npos) << health;
 
     mariadb_client("UPDATE products SET price = 200, version = version + 1 WHERE id = " + std::to_string(id));
     ASSERT_TRUE(time_until_gone(key, 10s).has_value()) << "the daemon's follower did not delete " << key;
@@ -85,11 +130,22 @@ TEST(InvalidatorDaemon, DeletesABypassingUpdatesKeyAndReportsTheInspectorsFindin
     EXPECT_EQ(found->at("inspector").at("stale_open").get<int>(), 1);
     EXPECT_EQ(found->at("inspector").at("stale_per_million").get<double>(), 1e6);
     EXPECT_GT(found->at("elapsed_s").get<double>(), 0);
+    // The same findings on the metrics port.
+    const std::string metrics = http_get(metrics_port, "/metrics");
+    EXPECT_NE(metrics.find("lockstep_inspector_stale_total{inspector=\"" + name + "\"} 1"), std::string::npos) << metrics;
+    EXPECT_NE(metrics.find("lockstep_invalidator_second_keys_deleted_total{invalidator=\"" + name + "\"}"),
+              std::string::npos)
+        << metrics;
 
     EXPECT_EQ(d.terminate(20s), 0);
     auto last = line_where(d, [](const nlohmann::json& j) { return j.contains("final"); }, 5s);
     ASSERT_TRUE(last.has_value()) << "no final line";
     EXPECT_EQ(last->at("saved_gtid"), last->at("applied_gtid"));
+    // Saved where a restart reads it, and the metrics port is closed.
+    const auto saved = db().query_one("SELECT gtid FROM lockstep_binlog_position WHERE follower = ?", {name});
+    ASSERT_TRUE(saved.has_value()) << "no saved position for " << name;
+    EXPECT_EQ(saved->get<std::string>("gtid"), last->at("saved_gtid").get<std::string>());
+    EXPECT_EQ(http_get(metrics_port, "/health"), "");
     std::filesystem::remove(config);
     db().execute("DELETE FROM products WHERE id = ?", {id});
 }

@@ -35,6 +35,14 @@ void add_scalar(Families& families, const std::string& full, const char* help, b
     family.metric.push_back(std::move(metric));
 }
 
+void add_gauge(Families& families, const std::string& full, const char* help, double value, const Labels& labels) {
+    auto& family = family_of(families, full, help, prometheus::MetricType::Gauge);
+    prometheus::ClientMetric metric;
+    metric.label = labels;
+    metric.gauge.value = value;
+    family.metric.push_back(std::move(metric));
+}
+
 // A HistogramSnapshot in seconds: Prometheus' buckets are cumulative, the snapshot's are not;
 // the snapshot's last bucket (everything above its largest bound) is the +Inf bucket.
 void add_histogram(Families& families, const std::string& full, const char* help, const HistogramSnapshot& h,
@@ -73,7 +81,77 @@ void add_lock_client_stats(Families& families, const LockClientStats& s, const L
                   "new acquisition to its last unlock (released, found lost, or failed)", s.hold_time, labels);
 }
 
+// Every numeric field of InvalidatorMetrics (invalidation/binlog_invalidator.h); the GTIDs are
+// strings and are not exported.
+void add_invalidator_metrics(Families& families, const InvalidatorMetrics& m, const Labels& labels) {
+    const auto counter = [&](const char* name, const char* help, std::uint64_t value) {
+        add_scalar(families, "lockstep_invalidator_" + std::string(name) + "_total", help, false, value, labels);
+    };
+    const auto gauge = [&](const char* name, const char* help, double value) {
+        add_gauge(families, "lockstep_invalidator_" + std::string(name), help, value, labels);
+    };
+    counter("events", "binlog events received", m.events);
+    counter("transactions", "transactions (event groups) applied", m.transactions);
+    counter("rows", "changed rows of watched tables", m.rows);
+    counter("keys_deleted", "cache key deletes sent and acknowledged", m.keys_deleted);
+    counter("delete_pipelines", "first-delete round trips (retries included)", m.delete_pipelines);
+    counter("delete_batches", "groups of transactions whose first deletes shared a pipeline", m.delete_batches);
+    counter("second_keys_deleted", "second deletes sent", m.second_keys_deleted);
+    counter("second_batches", "pipelined second-delete batches", m.second_batches);
+    counter("flushes", "full flushes of one entity", m.flushes);
+    counter("flushed_keys", "keys removed by full flushes", m.flushed_keys);
+    counter("statement_events", "statement-based events that changed a watched table", m.statement_events);
+    counter("reconnects", "binlog connections re-established", m.reconnects);
+    counter("heartbeats", "heartbeats received from the primary", m.heartbeats);
+    counter("redis_errors", "Redis operations that failed (and were retried)", m.redis_errors);
+    counter("positions_lost", "starts whose saved position the primary no longer had", m.positions_lost);
+    counter("positions_saved", "positions saved to lockstep_binlog_position", m.positions_saved);
+    gauge("second_pending", "groups waiting for their second delete", static_cast<double>(m.second_pending));
+    gauge("seconds_behind", "server time of the last applied event to now (0 when caught up)", m.seconds_behind);
+    gauge("lag_p50_seconds", "first event of a group received -> its deletes landed, median", m.lag_p50_us / 1e6);
+    gauge("lag_p99_seconds", "first event of a group received -> its deletes landed, 99th percentile",
+          m.lag_p99_us / 1e6);
+    gauge("lag_max_seconds", "first event of a group received -> its deletes landed, maximum", m.lag_max_us / 1e6);
+    gauge("connected", "1 while the binlog connection is up", m.connected ? 1.0 : 0.0);
+}
+
+// Every numeric field of InspectorMetrics (invalidation/consistency_inspector.h), all tables.
+void add_inspector_metrics(Families& families, const InspectorMetrics& m, const Labels& labels) {
+    const auto counter = [&](const char* name, const char* help, std::uint64_t value) {
+        add_scalar(families, "lockstep_inspector_" + std::string(name) + "_total", help, false, value, labels);
+    };
+    const auto gauge = [&](const char* name, const char* help, double value) {
+        add_gauge(families, "lockstep_inspector_" + std::string(name), help, value, labels);
+    };
+    counter("rows_seen", "changed rows of watched tables", m.rows_seen);
+    counter("sampled", "changed rows scheduled for a check", m.sampled);
+    counter("checked", "first checks done", m.checked);
+    counter("stale", "entries found stale at their first check", m.stale);
+    counter("stale_by_content", "entries stale by content while the version said fresh", m.stale_by_content);
+    counter("stale_given_up", "entries stale for longer than track_for", m.stale_given_up);
+    counter("check_errors", "checks whose Redis or database read failed", m.check_errors);
+    counter("content_reads", "committed rows read to compare content", m.content_reads);
+    counter("deferred", "checks deferred behind a newer change of their key", m.deferred);
+    counter("reconnects", "binlog connections re-established", m.reconnects);
+    gauge("stale_open", "entries found stale and still stale now", static_cast<double>(m.stale_open));
+    gauge("stale_per_million", "stale entries per million checked writes, since start", m.stale_per_million);
+    gauge("staleness_p50_seconds", "how long stale entries stayed stale, median", m.staleness_p50_ms / 1e3);
+    gauge("staleness_p99_seconds", "how long stale entries stayed stale, 99th percentile", m.staleness_p99_ms / 1e3);
+    gauge("staleness_max_seconds", "how long stale entries stayed stale, maximum", m.staleness_max_ms / 1e3);
+    gauge("connected", "1 while the inspector's binlog connection is up", m.connected ? 1.0 : 0.0);
+}
+
 }  // namespace
+
+void PrometheusCollector::add_invalidator(std::string name, std::function<InvalidatorMetrics()> snapshot) {
+    MutexLock lock(mutex_);
+    invalidators_.push_back({std::move(name), std::move(snapshot)});
+}
+
+void PrometheusCollector::add_inspector(std::string name, std::function<InspectorMetrics()> snapshot) {
+    MutexLock lock(mutex_);
+    inspectors_.push_back({std::move(name), std::move(snapshot)});
+}
 
 void PrometheusCollector::add_repository(std::string name, std::function<RepositoryMetrics()> snapshot) {
     MutexLock lock(mutex_);
@@ -88,10 +166,14 @@ void PrometheusCollector::add_lock_client(std::string name, std::function<LockCl
 std::vector<prometheus::MetricFamily> PrometheusCollector::Collect() const {
     std::vector<Source> sources;
     std::vector<LockClientSource> lock_clients;
+    std::vector<NamedSource<InvalidatorMetrics>> invalidators;
+    std::vector<NamedSource<InspectorMetrics>> inspectors;
     {
         MutexLock lock(mutex_);
         sources = sources_;
         lock_clients = lock_clients_;
+        invalidators = invalidators_;
+        inspectors = inspectors_;
     }
     // One family per metric name, one metric per repository or lock client, in a stable order.
     Families families;
@@ -111,6 +193,12 @@ std::vector<prometheus::MetricFamily> PrometheusCollector::Collect() const {
     }
     for (const auto& source : lock_clients) {
         add_lock_client_stats(families, source.snapshot(), {{"lock_client", source.name}});
+    }
+    for (const auto& source : invalidators) {
+        add_invalidator_metrics(families, source.snapshot(), {{"invalidator", source.name}});
+    }
+    for (const auto& source : inspectors) {
+        add_inspector_metrics(families, source.snapshot(), {{"inspector", source.name}});
     }
     std::vector<prometheus::MetricFamily> out;
     out.reserve(families.size());

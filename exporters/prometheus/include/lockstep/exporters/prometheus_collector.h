@@ -15,7 +15,10 @@
 // `lockstep_repository_<name>_seconds` with the histogram's power-of-two buckets. A lock client's
 // counters become `lockstep_lock_client_<name>_total{lock_client="orders"}`, its two histograms
 // `lockstep_lock_client_acquire_latency_seconds` and `lockstep_lock_client_hold_time_seconds`
-// (LockClientStats says what each one measures). docs/metrics.md lists every name.
+// (LockClientStats says what each one measures). A binlog follower's metrics become
+// `lockstep_invalidator_<name>_total{invalidator="orders"}` and gauges (lag, seconds behind,
+// connected); a consistency inspector's `lockstep_inspector_<name>_total{inspector="orders"}` and
+// gauges (stale per million, staleness). docs/metrics.md lists every name.
 //
 // Thread safety: add_repository() and Collect() from any thread; the snapshot functions are
 // called from the thread that collects.
@@ -30,6 +33,8 @@
 #include <prometheus/metric_family.h>
 
 #include "lockstep/core/mutex.h"
+#include "lockstep/invalidation/binlog_invalidator.h"
+#include "lockstep/invalidation/consistency_inspector.h"
 #include "lockstep/locks/lock_client.h"
 #include "lockstep/strategies/repository_metrics.h"
 
@@ -43,6 +48,12 @@ public:
     // `name` is the value of the `lock_client` label (e.g. the service's name for its locks).
     void add_lock_client(std::string name, std::function<LockClientStats()> snapshot) EXCLUDES(mutex_);
 
+    // `name` is the value of the `invalidator` label (BinlogInvalidator::metrics()).
+    void add_invalidator(std::string name, std::function<InvalidatorMetrics()> snapshot) EXCLUDES(mutex_);
+
+    // `name` is the value of the `inspector` label (ConsistencyInspector::metrics()).
+    void add_inspector(std::string name, std::function<InspectorMetrics()> snapshot) EXCLUDES(mutex_);
+
     std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mutex_);
 
 private:
@@ -54,9 +65,16 @@ private:
         std::string name;
         std::function<LockClientStats()> snapshot;
     };
+    template <typename Metrics>
+    struct NamedSource {
+        std::string name;
+        std::function<Metrics()> snapshot;
+    };
     mutable Mutex mutex_;
     std::vector<Source> sources_ GUARDED_BY(mutex_);
     std::vector<LockClientSource> lock_clients_ GUARDED_BY(mutex_);
+    std::vector<NamedSource<InvalidatorMetrics>> invalidators_ GUARDED_BY(mutex_);
+    std::vector<NamedSource<InspectorMetrics>> inspectors_ GUARDED_BY(mutex_);
 };
 
 // The text exposition format (what GET /metrics returns) of everything `collector` collects.
