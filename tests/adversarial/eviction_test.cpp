@@ -14,6 +14,7 @@
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/locks/redis_read_write_lock.h"
 #include "lockstep/servers/local_servers.h"
+#include "redis_hold_owner.h"
 
 namespace lockstep {
 namespace {
@@ -81,12 +82,12 @@ TEST(AdversarialEviction, EvictedLockKeysAreDetectedAndReported) {
                 if (present && lost) ++false_alarms;
             };
             for (auto& m : mutexes) {
-                const bool present = redis.command({"HEXISTS", m->keys().mutex(), owner}).integer() == 1;
+                const bool present = !test::hold_owner_in(redis, m->keys().mutex(), owner).empty();
                 check(present, m->lost(), "mutex " + m->name());
             }
             for (auto& r : readers) {
-                const bool present = redis.command({"HEXISTS", r->keys().rw_readers(), owner}).integer() == 1 &&
-                                     !redis.command({"ZSCORE", r->keys().rw_reader_expiry(), owner}).is_nil();
+                const bool present = !test::hold_owner_in(redis, r->keys().rw_readers(), owner).empty() &&
+                                     !test::hold_owner_in(redis, r->keys().rw_reader_expiry(), owner, true).empty();
                 check(present, r->lost(), "read hold " + r->name());
             }
             for (auto& m : mutexes) m->unlock();  // never throws, lost or not

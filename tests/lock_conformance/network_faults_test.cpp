@@ -26,6 +26,7 @@
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/locks/lock_keys.h"
 #include "lockstep/servers/fault_proxy.h"
+#include "lockstep/servers/hold_history.h"
 #include "lockstep/servers/proxied_lock_service.h"
 #include "lockstep/servers/proxied_url.h"
 #include "test_servers.h"
@@ -302,6 +303,143 @@ TEST_P(NetworkFaults, AReleaseThatFailsFastAfterTheHoldRanOutReportsTheLossOnce)
     EXPECT_FALSE(rival->lost());
     EXPECT_NO_THROW(rival->unlock_checked());
 }
+
+// The recorded history of three contenders, two of them behind proxies and one reaching the
+// server directly. A fault schedule waits until a proxied contender holds (its holds last past
+// the lease) and then blackholes it, delays it past the lease, resets or refuses its
+// connections. Each hold is recorded from its acquisition to the holder's last lost() that said
+// false (lockstep::testing's HoldHistory); the checker finds no instant at which two holders
+// believed at once and no token that failed to grow.
+TEST_P(NetworkFaults, ThreeContendersUnderAFaultScheduleLeaveAHistoryWithoutTwoBelievers) {
+    ProxiedLockService second = open_proxied(GetParam(), prefix_);
+    ProxiedLockService* proxied[] = {&holder_, &second};
+    HoldHistory history;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> holding[2] = {false, false};
+    std::atomic<int> losses{0}, errors{0};
+    auto contend = [&](LockService& service, std::string who, int index) {
+        auto m = service.make_mutex("history", lease_options());
+        // A proxied contender holds past the lease, so that a fault lands in its hold.
+        const auto hold_for = index >= 0 ? kLease + 500ms : 40ms;
+        while (!stop.load()) {
+            try {
+                if (!m->try_lock_for(2s)) continue;
+            } catch (const std::exception&) {
+                errors.fetch_add(1);  // a fault during the acquisition: typed, and tried again
+                std::this_thread::sleep_for(20ms);
+                continue;
+            }
+            auto belief = history.begin("history", who, m->fence_token());
+            if (index >= 0) holding[index] = true;
+            const auto hold_until = Clock::now() + hold_for;
+            bool lost = false;
+            while (Clock::now() < hold_until && !stop.load()) {
+                // believed() before lost(): a belief's end is taken on the early side.
+                const auto belief_before = belief;
+                belief.believed();
+                if (m->lost()) {
+                    belief = belief_before;
+                    lost = true;
+                    break;
+                }
+                std::this_thread::sleep_for(1ms);
+            }
+            if (index >= 0) holding[index] = false;
+            history.end(std::move(belief));  // believed until its last lost() that said false
+            losses.fetch_add(lost);
+            m->unlock();  // reports a loss or a failed release, never throws
+        }
+    };
+    std::thread a(contend, std::ref(*holder_.service), "proxied-a", 0);
+    std::thread b(contend, std::ref(*second.service), "proxied-b", 1);
+    std::thread c(contend, std::ref(*rival_), "direct-c", -1);
+    struct Step {
+        int who;
+        const char* fault;
+    };
+    // MySQL ends a session whose connection was reset, and its locks with it, at once: the
+    // holder learns at its next check (MysqlResetEndsTheHoldAtTheServerAtOnce below), so a reset
+    // is left out of its schedule; the others have it.
+    const bool reset_ends_hold = GetParam() == "mysql";
+    const Step steps[] = {
+        {0, "blackhole"}, {1, "latency"}, {0, reset_ends_hold ? "blackhole" : "reset"}, {1, "blackhole"}, {0, "refuse"}};
+    int applied = 0;
+    for (const Step& st : steps) {
+        if (!eventually([&] { return holding[st.who].load(); }, 10s, 1ms)) continue;
+        ProxiedLockService& p = *proxied[st.who];
+        const std::string fault = st.fault;
+        if (fault == "blackhole") p.blackhole();
+        if (fault == "latency") p.latency(2 * kLease, FaultDirection::Both);
+        if (fault == "reset") p.reset();
+        if (fault == "refuse") p.refuse();
+        ++applied;
+        std::this_thread::sleep_for(kLease + 500ms);
+        p.pass();
+    }
+    stop = true;
+    a.join();
+    b.join();
+    c.join();
+    const auto records = history.records();
+    std::cout << "[ measure ] " << GetParam() << ": " << applied << " faults applied mid-hold, " << records.size()
+              << " holds recorded, " << losses.load() << " ended lost, " << errors.load()
+              << " acquisitions failed with a typed error\n";
+    EXPECT_EQ(applied, 5) << "a proxied contender never held when its fault was due";
+    EXPECT_GE(losses.load(), 1) << "no fault made a hold run out: the history shows nothing about L11";
+    for (const auto& anomaly : history.check()) ADD_FAILURE() << anomaly.describe();
+}
+
+// MySQL's limit of the on-time contract, held to what the contract says: a reset connection
+// ends the holder's session, and the server frees its GET_LOCK at once, before the holder's
+// validity runs out. The holder knows within one watchdog check (a third of the lease), and its
+// late write, fenced with its token, is refused.
+TEST_P(NetworkFaults, MysqlResetEndsTheHoldAtTheServerAtOnceAndTheHolderKnowsWithinOneCheck) {
+    if (GetParam() != "mysql") GTEST_SKIP() << "a reset connection does not end a hold on " << GetParam();
+    MysqlPool pool(servers().mysql_options());
+    pool.execute(
+        "CREATE TABLE IF NOT EXISTS nf_fenced (id BIGINT PRIMARY KEY, v BIGINT, fence BIGINT NOT NULL DEFAULT 0)");
+    pool.execute("REPLACE INTO nf_fenced (id, v, fence) VALUES (2, 0, 0)");
+    auto held = holder_.service->make_mutex("reset", lease_options());
+    auto rival = rival_->make_mutex("reset", lease_options());
+    std::promise<void> locked, cut, rival_wrote;
+    std::optional<Clock::time_point> knew;
+    std::string late_write;
+    std::thread holder([&] {
+        held->lock();
+        locked.set_value();
+        cut.get_future().wait();
+        eventually([&] { return held->lost(); }, kLease + 5s, 1ms);
+        if (held->lost()) knew = Clock::now();
+        rival_wrote.get_future().wait();
+        try {
+            fenced_update(pool, 2, held->fence_token(), {.assignments = "v = ?", .params = {1}, .table = "nf_fenced"});
+            late_write = "applied";
+        } catch (const ConflictError&) {
+            late_write = "refused";
+        }
+        held->unlock();
+    });
+    locked.get_future().wait();
+    holder_.reset();
+    const auto reset_at = Clock::now();
+    cut.set_value();
+    const bool acquired = rival->try_lock_for(kLease + 5s);
+    const auto rival_at = Clock::now();
+    if (acquired) {
+        fenced_update(pool, 2, rival->fence_token(), {.assignments = "v = ?", .params = {2}, .table = "nf_fenced"});
+    }
+    rival_wrote.set_value();
+    holder.join();
+    holder_.pass();
+    ASSERT_TRUE(acquired);
+    ASSERT_TRUE(knew.has_value()) << "the holder never learned that its session ended";
+    std::cout << "[ measure ] mysql: after a reset the rival acquired in " << ms_between(reset_at, rival_at)
+              << " ms; the holder's lost() turned true after " << ms_between(reset_at, *knew) << " ms\n";
+    EXPECT_LT(ms_between(reset_at, *knew), kLease.count() / 3 + 500);
+    EXPECT_EQ(late_write, "refused");
+    rival->unlock();
+}
+
 
 // Latency of twice the lease on the holder's commands: its renewals and its release reach the
 // server after the lease ran out and the rival acquired. Arriving late, they must find the

@@ -10,6 +10,7 @@
 
 #include "eventually.h"
 #include "locks_test_support.h"
+#include "redis_hold_owner.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/locks/redis_read_write_lock.h"
@@ -331,7 +332,8 @@ TEST_F(RedisReadWriteLockTest, L5_StaleRenewalOfAnEarlierReadHoldCannotCutTheNex
     const long long now_ms =
         std::stoll(now.elements()[0].str()) * 1000 + std::stoll(now.elements()[1].str()) / 1000;
     const auto expiry = a_->redis->command(
-        {"ZSCORE", long_lease.keys().rw_reader_expiry(), a_->locks->owner_of_this_thread()});
+        {"ZSCORE", long_lease.keys().rw_reader_expiry(),
+         test::hold_owner_in(*a_->redis, long_lease.keys().rw_reader_expiry(), a_->locks->owner_of_this_thread(), true)});
     ASSERT_FALSE(expiry.is_nil());
     EXPECT_GT(std::stod(expiry.str()) - static_cast<double>(now_ms), 25000.0)
         << "a stale renewal cut the reader's 30 s lease";

@@ -201,6 +201,8 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     };
 
     std::string owner_of_this_thread() const;
+    // Numbers the holds of this client (their owner values: "<thread owner>:<n>").
+    std::atomic<std::uint64_t> hold_numbers{0};
     std::shared_ptr<Hold> find_hold(const std::string& key, const std::string& owner) const EXCLUDES(mutex);
 
     RedisClient& redis;

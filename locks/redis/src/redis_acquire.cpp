@@ -91,7 +91,7 @@ void leave_quietly(const LockSide& side, const std::string& owner, const WaitTic
 // What one acquire call carries through its stages.
 struct RedisLockClient::Impl::Acquisition {
     const std::shared_ptr<const LockSide>& side;
-    const std::string owner;  // this thread's owner id
+    const std::string owner;  // the hold's owner value: "<thread owner>:<hold number>"
     const std::string hid;    // hold_id(side->hold_key(), owner)
     const SteadyTime started = SteadyClock::now();  // stats.acquire_latency
     std::shared_ptr<Hold> hold;  // set by register_hold: the new hold
@@ -104,16 +104,20 @@ struct RedisLockClient::Impl::Acquisition {
 bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
                                     std::optional<SteadyTime> deadline) {
     Use use(*this);
-    std::string owner = owner_of_this_thread();
-    std::string hid = hold_id(side->hold_key(), owner);
-    Acquisition a{side, std::move(owner), std::move(hid)};
+    // The thread finds its holds by its own owner string; each new hold carries that string and
+    // a hold number as its owner value in Redis, so that a script of an earlier hold of this
+    // thread that arrives late (a release or renewal delayed past the lease) finds a stranger.
+    const std::string thread_owner = owner_of_this_thread();
+    std::string hid = hold_id(side->hold_key(), thread_owner);
     std::shared_ptr<Hold> held;
     {
         MutexLock lock(mutex);
-        absorb_one_unlock.erase(a.hid);
-        auto it = holds.find(a.hid);
+        absorb_one_unlock.erase(hid);
+        auto it = holds.find(hid);
         if (it != holds.end()) held = it->second;
     }
+    Acquisition a{side, held ? held->owner : thread_owner + ":" + std::to_string(hold_numbers.fetch_add(1) + 1),
+                  std::move(hid)};
     if (held) return reenter(a, held);  // L6: re-entry never waits at the local gate
 
     const auto started = SteadyClock::now();

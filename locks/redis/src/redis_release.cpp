@@ -16,8 +16,8 @@ namespace lockstep {
 struct RedisLockClient::Impl::Release {
     const LockSide& side;
     const bool checked;  // unlock_checked(): a lost hold or a failed release is thrown
-    const std::string owner;
-    const std::string hid;  // hold_id(side.hold_key(), owner)
+    const std::string thread_owner;  // owner_of_this_thread(): who may release
+    const std::string hid;           // hold_id(side.hold_key(), thread_owner)
     std::shared_ptr<Hold> held;
     bool last = false;  // the release ends the hold (count 1), not an inner re-entry
 };
@@ -25,8 +25,8 @@ struct RedisLockClient::Impl::Release {
 // The flow: find this thread's hold (L10), then either the hold is gone with the closed client,
 // or the release script runs and its answer is applied.
 void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
-    const std::string owner = owner_of_this_thread();
-    Release rel{side, checked, owner, hold_id(side.hold_key(), owner)};
+    const std::string thread_owner = owner_of_this_thread();
+    Release rel{side, checked, thread_owner, hold_id(side.hold_key(), thread_owner)};
     bool client_closed = false;
     if (!find_release_target(rel, client_closed)) return;
     if (client_closed) {
@@ -45,6 +45,9 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
     } end_use{*this};  // the Use that find_release_target() took
 
     fault::point(side.fault_points().before_release);
+    // The hold's own owner value (one per acquisition): a release of this hold that arrives late
+    // cannot end a later hold of the same thread.
+    const std::string& owner = rel.held->owner;
     int answer = 0;
     try {
         answer = side.release(owner, rel.last);

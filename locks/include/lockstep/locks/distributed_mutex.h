@@ -33,6 +33,10 @@
 //     notices a silent ensemble after 2T/3), so a holder paused while connected learns of an
 //     expiry only when it runs again (fencing tokens cover that); the in-memory backend has no
 //     lease (holds end by unlock, expire() or the service's destruction).
+//     MySQL cannot bound it on one side: a session that ends at the server (its connection
+//     reset or killed, the server restarted) frees its GET_LOCK at once, before valid_until; the
+//     holder learns at its next check, within lease/3 (tests/lock_conformance network cases).
+//     Fence every write made under a MySQL hold (L5).
 //   - A lost hold is never silent (L10) and never kills the process: lost() turns true, the
 //     on_lost callbacks run once, and unlock() logs it and returns (it never throws over a loss
 //     or a failed release, so a std guard is always safe). unlock_checked() throws LockLostError

@@ -49,7 +49,7 @@ enum class UnlockMode { Report, Throw };
 struct LockLoss {
     std::string name;   // lock name as given to the lock
     std::string key;    // the backend's name of the hold: Redis key, ZooKeeper node, MySQL lock name
-    std::string owner;  // the backend's owner id of the hold ("<client id>:<thread number>")
+    std::string owner;  // the backend's owner id of the hold (Redis: "<client id>:<thread number>:<hold number>")
     LockLossReason reason = LockLossReason::Expired;
     std::string message;  // human-readable detail
 };

@@ -2,9 +2,11 @@
 // RedisReadWriteLock). Create one per process (per Redis server) and pass it to the locks.
 //
 // It owns
-//   - a random client id; the owner of a hold is "<client id>:<thread number>", where thread
-//     numbers are never reused within a process (unlike pthread ids), so a new thread cannot
-//     "re-enter" a hold left behind by a dead one;
+//   - a random client id; the owner of a hold is "<client id>:<thread number>:<hold number>",
+//     where thread numbers are never reused within a process (unlike pthread ids), so a new
+//     thread cannot "re-enter" a hold left behind by a dead one, and every acquisition gets a
+//     hold number of its own, so a late release or renewal of a thread's earlier hold cannot
+//     end or extend its later one;
 //   - the hold registry: which thread of this process holds which lock, how often (reentrant
 //     count), with which fencing token, and whether the hold was lost;
 //   - the watchdog thread (L5): it renews every renewed hold of this client at lease/3, all
@@ -151,7 +153,10 @@ public:
 
     // 32 lowercase hex digits, random per client.
     const std::string& id() const noexcept;
-    // The owner string of the calling thread: "<id>:<thread number>".
+    // The owner string of the calling thread: "<id>:<thread number>". Each hold's owner value in
+    // Redis is this string, ':' and a number of its own (one per acquisition, re-entries share
+    // it), so that a release or renewal of an earlier hold that arrives late cannot touch a later
+    // hold of the same thread.
     std::string owner_of_this_thread() const;
     LockKeys keys(std::string_view name) const;
 
