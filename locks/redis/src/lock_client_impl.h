@@ -97,6 +97,10 @@ public:
     virtual const std::string& name() const = 0;
     // The key a hold of this side lives in; with the owner it identifies the hold.
     virtual const std::string& hold_key() const = 0;
+    // The hold key of the other side of the same lock (a read-write lock's writer for its read
+    // side, and the reverse); empty for a mutex. A thread's holds of both sides share one owner
+    // value, which the scripts compare (a writer's downgrade to a read hold).
+    virtual std::string sibling_hold_key() const { return {}; }
     // Channel this client listens on while waiting.
     virtual const std::string& wait_channel() const = 0;
     // Runs the acquire script. `ticket` is null for a first try without waiting.

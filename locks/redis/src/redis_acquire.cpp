@@ -109,15 +109,24 @@ bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
     // thread that arrives late (a release or renewal delayed past the lease) finds a stranger.
     const std::string thread_owner = owner_of_this_thread();
     std::string hid = hold_id(side->hold_key(), thread_owner);
+    // A hold of the lock's other side by this thread lends its owner value (a downgrade).
+    const std::string sibling = side->sibling_hold_key();
     std::shared_ptr<Hold> held;
+    std::string owner;
     {
         MutexLock lock(mutex);
         absorb_one_unlock.erase(hid);
         auto it = holds.find(hid);
-        if (it != holds.end()) held = it->second;
+        if (it != holds.end()) {
+            held = it->second;
+            owner = held->owner;
+        } else if (!sibling.empty()) {
+            auto s = holds.find(hold_id(sibling, thread_owner));
+            if (s != holds.end()) owner = s->second->owner;
+        }
     }
-    Acquisition a{side, held ? held->owner : thread_owner + ":" + std::to_string(hold_numbers.fetch_add(1) + 1),
-                  std::move(hid)};
+    if (owner.empty()) owner = thread_owner + ":" + std::to_string(hold_numbers.fetch_add(1) + 1);
+    Acquisition a{side, std::move(owner), std::move(hid)};
     if (held) return reenter(a, held);  // L6: re-entry never waits at the local gate
 
     const auto started = SteadyClock::now();

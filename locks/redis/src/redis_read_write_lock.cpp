@@ -16,6 +16,7 @@ public:
         : LockSide(std::move(settings)), impl_(impl), keys_(keys), key_(keys.rw_readers()), channel_(keys.rw_channel()) {}
 
     const char* kind() const override { return "read"; }
+    std::string sibling_hold_key() const override { return keys_.rw_writer(); }
     const SideFaultPoints& fault_points() const override {
         static const SideFaultPoints points{"locks.read.before_acquire", "locks.read.after_acquire",
                                             "locks.read.before_release", "locks.read.after_release"};
@@ -66,6 +67,7 @@ public:
         : LockSide(std::move(settings)), impl_(impl), keys_(keys), key_(keys.rw_writer()), channel_(keys.rw_channel()) {}
 
     const char* kind() const override { return "write"; }
+    std::string sibling_hold_key() const override { return keys_.rw_readers(); }
     const SideFaultPoints& fault_points() const override {
         static const SideFaultPoints points{"locks.write.before_acquire", "locks.write.after_acquire",
                                             "locks.write.before_release", "locks.write.after_release"};
