@@ -60,7 +60,7 @@ struct RedisInvalidationChannel::Impl {
     void run() EXCLUDES(mutex);
     void serve(RedisConnection& conn, RedisConnection* beacon) EXCLUDES(mutex);
     void handle(const RedisReply& reply, Clock::time_point& heard) const;
-    // False when an idle tracked reader has been closed by the server.
+    // False when an idle tracked reader had been closed by the server (it is discarded).
     bool idle_readers_alive() EXCLUDES(mutex);
     void channel_lost(const std::string& why) EXCLUDES(mutex);
     // Ends the subscriber thread (joins it).
@@ -191,7 +191,7 @@ void RedisInvalidationChannel::Impl::serve(RedisConnection& conn, RedisConnectio
             if (redisAppendCommand(c, "PING") != REDIS_OK || !detail::flush_output(c))
                 detail::throw_failure(c, "near cache subscriber: PING");
             if (beacon != nullptr && !beacon->looks_alive()) throw ConnectionError("the tracking beacon was closed");
-            if (!idle_readers_alive()) throw ConnectionError("a tracked reader was closed");
+            if (!idle_readers_alive()) near.drop("an idle tracked reader was closed by the server");
         }
     }
 }
@@ -202,6 +202,8 @@ void RedisInvalidationChannel::Impl::handle(const RedisReply& reply, Clock::time
     const auto& parts = reply.elements();
     if (parts[0].type() != RedisReply::Type::String || parts[0].str() != "message") return;  // pong, subscribe
     if (parts.size() < 3) return;
+    // Tests hold messages here to show what does not depend on them.
+    fault::point("near.before_invalidate");
     messages.fetch_add(1, std::memory_order_relaxed);
     const RedisReply& keys = parts[2];
     if (keys.is_nil()) {
@@ -220,7 +222,10 @@ void RedisInvalidationChannel::Impl::handle(const RedisReply& reply, Clock::time
 bool RedisInvalidationChannel::Impl::idle_readers_alive() {
     if (options.mode != TrackingMode::Default) return true;
     MutexLock lock(mutex);
-    return std::all_of(idle.begin(), idle.end(), [](const Reader& r) { return r.conn->looks_alive(); });
+    const auto dead = std::remove_if(idle.begin(), idle.end(), [](const Reader& r) { return !r.conn->looks_alive(); });
+    const bool all_alive = dead == idle.end();
+    idle.erase(dead, idle.end());
+    return all_alive;
 }
 
 Reader RedisInvalidationChannel::Impl::take_reader() {

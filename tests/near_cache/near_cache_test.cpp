@@ -1,0 +1,290 @@
+// The near cache (docs/near-cache.md) and race C12, against the private redis-server and
+// MariaDB of this binary. Every "other process" is a second repository on its own connections
+// (no near cache), so its writes reach this process only through Redis's tracking messages.
+//
+// C12 is forced, never waited for: the subscriber connection is killed with CLIENT KILL and its
+// resubscription held at the fault point "near.before_subscribe" while the outside write runs,
+// so the write's invalidation is certainly lost; a reader is held at "near.before_fill" between
+// its tracked GET and its local fill. Without the drop rule (NearCacheOptions::drop_rule =
+// false) the old value is served until the local TTL; with it, never.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "eventually.h"
+#include "lockstep/cache/redis_client.h"
+#include "lockstep/cache/redis_near_cache.h"
+#include "lockstep/core/fault_point.h"
+#include "lockstep/db/db.h"
+#include "lockstep/db/schema.h"
+#include "lockstep/strategies/strategies.h"
+#include "test_servers.h"
+
+namespace lockstep::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Product {
+    std::int64_t id = 0;
+    std::string name;
+    std::int64_t price = 0;
+    int stock = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Product, id, name, price, stock)
+
+Entity<Product> product_entity() {
+    Entity<Product> e;
+    e.name = "product";
+    e.table = "products";
+    e.columns = {"name", "price", "stock"};
+    e.from_row = [](const Row& r) {
+        return Product{r.get<std::int64_t>("id"), r.get<std::string>("name"), r.get<std::int64_t>("price"),
+                       r.get<int>("stock")};
+    };
+    e.to_columns = [](const Product& p) { return ColumnValues{{"name", p.name}, {"price", p.price}, {"stock", p.stock}}; };
+    e.id_of = [](const Product& p) { return p.id; };
+    return e;
+}
+
+MysqlPool& db() {
+    static MysqlPool* pool = [] {
+        auto* p = new MysqlPool(servers().mysql_options());
+        bootstrap_schema(*p);
+        return p;
+    }();
+    return *pool;
+}
+
+RedisClient& redis() {
+    static RedisClient* client = new RedisClient(servers().redis_options());
+    return *client;
+}
+
+std::int64_t fresh_id() {
+    static std::atomic<std::int64_t> counter{0};
+    return static_cast<std::int64_t>(::getpid()) * 1'000'000 + counter.fetch_add(1) + 1;
+}
+
+// Calls of `command` the server has run so far (INFO commandstats).
+std::uint64_t server_calls(const std::string& command) {
+    const std::string info = redis().command({"INFO", "commandstats"}).str();
+    const std::string tag = "cmdstat_" + command + ":calls=";
+    const auto at = info.find(tag);
+    if (at == std::string::npos) return 0;
+    return std::stoull(info.substr(at + tag.size()));
+}
+
+// The id of the first client named `name` (CLIENT LIST), 0 if none.
+std::int64_t client_id_named(const std::string& name) {
+    const std::string list = redis().command({"CLIENT", "LIST"}).str();
+    std::size_t line = 0;
+    while (line < list.size()) {
+        const auto end = list.find('\n', line);
+        const std::string row = list.substr(line, end == std::string::npos ? std::string::npos : end - line);
+        if (row.find(" name=" + name + " ") != std::string::npos) {
+            return std::stoll(row.substr(row.find("id=") + 3));
+        }
+        if (end == std::string::npos) break;
+        line = end + 1;
+    }
+    return 0;
+}
+
+class NearCacheRepositoryTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        LOCKSTEP_REQUIRE_STANDALONE_REDIS("CLIENT TRACKING and CLIENT KILL are per node");
+        prefix_ = unique_lock_prefix();
+        id_ = fresh_id();
+        db().execute("INSERT INTO products (id, name, price, stock, version) VALUES (?, 'n', 100, 5, 1)", {id_});
+    }
+    void TearDown() override { db().execute("DELETE FROM products WHERE id = ?", {id_}); }
+
+    std::shared_ptr<RedisNearCache> make_near(bool drop_rule = true, RedisTrackingOptions tracking = {}) {
+        NearCacheOptions n;
+        n.ttl = 60s;
+        n.drop_rule = drop_rule;
+        return std::make_shared<RedisNearCache>(servers().redis_options(), n, tracking);
+    }
+    std::unique_ptr<CachedRepository<Product>> repository(std::shared_ptr<RedisNearCache> near) {
+        RepositoryOptions o;
+        o.key_prefix = prefix_;
+        o.ttl = 60s;
+        o.near_cache = std::move(near);
+        return std::make_unique<CachedRepository<Product>>(product_entity(), db(), redis(), o);
+    }
+    // Another process's repository: its own Redis connections, no near cache.
+    std::unique_ptr<CachedRepository<Product>> outsider() { return repository(nullptr); }
+
+    void set_price(CachedRepository<Product>& repo, std::int64_t price) {
+        repo.update(id_, [&](Product& p) { p.price = price; });
+    }
+    // Kills the subscriber connection and holds its resubscription at the gate until released.
+    void kill_subscriber(RedisNearCache& near) {
+        const auto id = near.channel().subscriber_id();
+        ASSERT_NE(id, 0);
+        ASSERT_EQ(redis().command({"CLIENT", "KILL", "ID", std::to_string(id)}).integer(), 1);
+    }
+
+    std::string prefix_;
+    std::int64_t id_ = 0;
+};
+
+TEST_F(NearCacheRepositoryTest, ANearHitNeedsNoRoundTrip) {
+    auto near = make_near();
+    auto repo = repository(near);
+    ASSERT_EQ(repo->get(id_)->price, 100);  // miss: loads and fills Redis
+    ASSERT_EQ(repo->get(id_)->price, 100);  // tracked GET: fills the near cache
+    ASSERT_EQ(repo->metrics().near_entries, 1u) << to_string(repo->metrics());
+    const auto gets = server_calls("get");
+    const auto hits = repo->metrics().near_hits;
+    for (int k = 0; k < 100; ++k) ASSERT_EQ(repo->get(id_)->price, 100);
+    EXPECT_EQ(server_calls("get"), gets) << "a near hit sent a GET";
+    EXPECT_EQ(repo->metrics().near_hits, hits + 100);
+    EXPECT_GT(repo->metrics().near_bytes, 0u);
+}
+
+TEST_F(NearCacheRepositoryTest, AWriteFromAnotherConnectionInvalidatesTheLocalEntry) {
+    auto near = make_near();
+    auto repo = repository(near);
+    auto other = outsider();
+    repo->get(id_);
+    repo->get(id_);
+    ASSERT_EQ(repo->metrics().near_entries, 1u);
+    const auto before = repo->metrics().near_invalidations;
+    set_price(*other, 200);
+    // The write's DEL is announced on __redis__:invalidate; wait for it to be applied.
+    ASSERT_TRUE(eventually([&] { return repo->metrics().near_entries == 0; }, 10s)) << to_string(repo->metrics());
+    EXPECT_GT(repo->metrics().near_invalidations, before);
+    EXPECT_EQ(repo->get(id_)->price, 200);
+}
+
+TEST_F(NearCacheRepositoryTest, ThisProcesssOwnWriteDropsItsLocalEntryBeforeItReturns) {
+    auto near = make_near();
+    auto repo = repository(near);
+    repo->get(id_);
+    repo->get(id_);
+    ASSERT_EQ(repo->metrics().near_entries, 1u);
+    // Hold every tracking message back: only the write's own local drop can make this pass.
+    fault::Gate hold;
+    auto armed = fault::arm("near.before_invalidate", hold.action());
+    set_price(*repo, 300);
+    EXPECT_EQ(repo->metrics().near_entries, 0u);
+    EXPECT_EQ(repo->get(id_)->price, 300);
+    hold.open();
+}
+
+TEST_F(NearCacheRepositoryTest, EveryLocalEntryCarriesItsVersion) {
+    auto near = make_near();
+    auto repo = repository(near);
+    repo->get(id_);
+    repo->get(id_);
+    const auto entry = near->local().get(repo->key_of(id_));
+    ASSERT_TRUE(entry.has_value());
+    EXPECT_EQ(entry->version, 1);
+}
+
+TEST_F(NearCacheRepositoryTest, ALostTrackedReaderDropsTheNearCache) {
+    auto near = make_near();
+    auto repo = repository(near);
+    repo->get(id_);
+    repo->get(id_);
+    ASSERT_EQ(repo->metrics().near_entries, 1u);
+    const auto drops = repo->metrics().near_drops;
+    const auto reader = client_id_named("lockstep-near-reader");
+    ASSERT_NE(reader, 0);
+    ASSERT_EQ(redis().command({"CLIENT", "KILL", "ID", std::to_string(reader)}).integer(), 1);
+    // The server forgot what that reader tracked: the idle check drops everything.
+    ASSERT_TRUE(eventually([&] { return repo->metrics().near_drops > drops; }, 10s)) << to_string(repo->metrics());
+    EXPECT_EQ(repo->metrics().near_entries, 0u);
+}
+
+TEST_F(NearCacheRepositoryTest, BroadcastModeSeesAnOutsideWrite) {
+    RedisTrackingOptions tracking;
+    tracking.mode = TrackingMode::Broadcast;
+    tracking.prefixes = {prefix_ + "{product:"};
+    auto near = make_near(true, tracking);
+    auto repo = repository(near);
+    auto other = outsider();
+    repo->get(id_);
+    repo->get(id_);
+    ASSERT_EQ(repo->metrics().near_entries, 1u);
+    set_price(*other, 250);
+    ASSERT_TRUE(eventually([&] { return repo->metrics().near_entries == 0; }, 10s)) << to_string(repo->metrics());
+    EXPECT_EQ(repo->get(id_)->price, 250);
+}
+
+// C12, an invalidation lost during a reconnect: parameter = the drop rule.
+class NearCacheC12Test : public NearCacheRepositoryTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(NearCacheC12Test, AnInvalidationLostDuringAReconnect) {
+    const bool drop_rule = GetParam();
+    auto near = make_near(drop_rule);
+    auto repo = repository(near);
+    auto other = outsider();
+    repo->get(id_);
+    ASSERT_EQ(repo->get(id_)->price, 100);
+    ASSERT_EQ(repo->metrics().near_entries, 1u);
+
+    fault::Gate resubscribe;
+    auto armed = fault::arm("near.before_subscribe", resubscribe.action());
+    kill_subscriber(*near);
+    ASSERT_TRUE(resubscribe.wait_arrivals(1, 10s)) << "the subscriber did not try to reconnect";
+    set_price(*other, 200);  // its invalidation goes to a client that no longer exists
+    resubscribe.open();
+    ASSERT_TRUE(eventually([&] { return near->channel().intact() && near->channel().connects() == 2; }, 10s));
+
+    const auto price = repo->get(id_)->price;
+    if (drop_rule) {
+        EXPECT_EQ(price, 200) << "C12 closed: the near cache was dropped when the channel broke";
+    } else {
+        EXPECT_EQ(price, 100) << "C12 reproduced: the lost invalidation leaves the old value";
+        EXPECT_EQ(repo->get(id_)->price, 100) << "and it stays until the local TTL";
+    }
+}
+
+TEST_P(NearCacheC12Test, AReadThatStartedBeforeADropDoesNotFill) {
+    const bool drop_rule = GetParam();
+    auto near = make_near(drop_rule);
+    auto repo = repository(near);
+    auto other = outsider();
+    repo->get(id_);  // Redis now holds v1
+
+    // The reader has done its tracked GET (v1) and is about to fill locally.
+    fault::Gate before_fill;
+    auto fill_armed = fault::arm("near.before_fill", before_fill.action());
+    std::atomic<std::int64_t> read_price{0};
+    std::thread reader([&] { read_price = repo->get(id_)->price; });
+    ASSERT_TRUE(before_fill.wait_arrivals(1, 10s));
+
+    // Meanwhile the channel breaks, an outside write's invalidation is lost, the channel comes back.
+    fault::Gate resubscribe;
+    auto sub_armed = fault::arm("near.before_subscribe", resubscribe.action());
+    kill_subscriber(*near);
+    ASSERT_TRUE(resubscribe.wait_arrivals(1, 10s));
+    set_price(*other, 200);
+    resubscribe.open();
+    ASSERT_TRUE(eventually([&] { return near->channel().intact() && near->channel().connects() == 2; }, 10s));
+
+    before_fill.open();
+    reader.join();
+    EXPECT_EQ(read_price.load(), 100);  // what it read before the write: fine to return
+    fill_armed.disarm();
+    const auto price = repo->get(id_)->price;
+    if (drop_rule) {
+        EXPECT_EQ(price, 200) << "C12 closed: the fill of a read older than the drop was refused";
+    } else {
+        EXPECT_EQ(price, 100) << "C12 reproduced: the old read filled the near cache after the drop";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(DropRule, NearCacheC12Test, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "WithTheDropRule" : "WithoutTheDropRule"; });
+
+}  // namespace
+}  // namespace lockstep::test
