@@ -21,19 +21,25 @@ NearCache::NearCache(NearCacheOptions options) : options_(std::move(options)) {
 std::optional<NearCache::Entry> NearCache::get(std::string_view key) {
     const auto now = Clock::now();
     MutexLock lock(mutex_);
+    const Node* node = find_fresh(key, now);
+    if (node == nullptr) return std::nullopt;
+    return node->entry;
+}
+
+const NearCache::Node* NearCache::find_fresh(std::string_view key, Clock::time_point now) {
     auto it = index_.find(key);
     if (it == index_.end()) {
         ++counters_.misses;
-        return std::nullopt;
+        return nullptr;
     }
     if (it->second->expires <= now) {
         erase(it->second);
         ++counters_.misses;
-        return std::nullopt;
+        return nullptr;
     }
     lru_.splice(lru_.begin(), lru_, it->second);
     ++counters_.hits;
-    return it->second->entry;
+    return &*it->second;
 }
 
 NearCache::Ticket NearCache::begin_fill(const std::string& key) {

@@ -324,10 +324,10 @@ bool ReadPath::load_degraded(std::int64_t id, ValueSink& sink, std::size_t i) {
 
 bool ReadPath::near_hit(const std::string& key, ValueSink& sink, std::size_t i, Clock::time_point started) {
     NearCache& near = config_.opts.near_cache->local();
-    auto local = near.get(key);
-    if (!local) return false;
     try {
-        sink.from_cache(i, local->version, local->bytes);
+        // Decoded under the near cache's lock: no copy of the payload.
+        if (!near.visit(key, [&](std::int64_t version, std::string_view payload) { sink.from_cache(i, version, payload); }))
+            return false;
     } catch (const std::exception&) {
         near.invalidate(key);  // cannot decode any more: ask Redis
         return false;
@@ -400,6 +400,10 @@ bool ReadPath::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
 
 std::vector<bool> ReadPath::get(const std::vector<std::int64_t>& ids, ValueSink& sink) {
     std::vector<bool> found(ids.size(), false);
+    if (ids.size() == 1) {  // get(id): no dedup map, the key made once
+        found[0] = read_one(ids[0], sink, 0);
+        return found;
+    }
     // Distinct ids; a duplicate gets a copy of its first occurrence at the end.
     std::unordered_map<std::int64_t, std::size_t> first;
     std::vector<Item> items;

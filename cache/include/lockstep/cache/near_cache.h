@@ -63,6 +63,8 @@ struct NearCacheStats {
 };
 
 class NearCache {
+    using Clock = std::chrono::steady_clock;
+
 public:
     // Bookkeeping bytes counted per entry on top of key and value (list node, map node, fields).
     static constexpr std::size_t kEntryOverhead = 160;
@@ -83,8 +85,20 @@ public:
     NearCache(const NearCache&) = delete;
     NearCache& operator=(const NearCache&) = delete;
 
-    // The entry of `key`, if present and not past its local TTL.
+    // The entry of `key`, if present and not past its local TTL (a copy).
     std::optional<Entry> get(std::string_view key) EXCLUDES(mutex_);
+    // Calls `use(version, bytes)` with the entry of `key`, if present and not past its local
+    // TTL, under the cache's mutex (no copy: what a hit of the repository does). `use` must be
+    // quick and must not call this cache; an exception from it propagates. False: no entry.
+    template <class Use>
+    bool visit(std::string_view key, Use&& use) EXCLUDES(mutex_) {
+        const auto now = Clock::now();
+        MutexLock lock(mutex_);
+        const Node* node = find_fresh(key, now);
+        if (node == nullptr) return false;
+        use(node->entry.version, std::string_view(node->entry.bytes));
+        return true;
+    }
 
     // Before the Redis read whose result may fill `key`.
     Ticket begin_fill(const std::string& key) EXCLUDES(mutex_);
@@ -103,7 +117,6 @@ public:
     const NearCacheOptions& options() const noexcept { return options_; }
 
 private:
-    using Clock = std::chrono::steady_clock;
     struct Node {
         std::string key;
         Entry entry;
@@ -112,6 +125,9 @@ private:
     };
     using Lru = std::list<Node>;  // front: most recently used
 
+    // The node of `key` made most recently used and counted as a hit; nullptr (counted as a
+    // miss) when absent or past its TTL (then erased).
+    const Node* find_fresh(std::string_view key, Clock::time_point now) REQUIRES(mutex_);
     void erase(Lru::iterator it) REQUIRES(mutex_);
     void evict_to_bounds() REQUIRES(mutex_);
 
