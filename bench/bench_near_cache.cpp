@@ -5,9 +5,14 @@
 //     local entry (target ≤ 1.05×). Forced every call: the near cache holds one entry and the
 //     loop alternates two ids, so each get evicts the other's entry;
 //   - memory per near entry over its payload: glibc heap in use before and after filling N
-//     entries of one payload size (shown).
+//     entries of one payload size (shown);
+//   - invalidation delivery, default tracking against BCAST: another repository's write
+//     returned -> the local entry gone, and the messages a process gets for keys it never read.
 #include <malloc.h>
 
+#include <cstdio>
+
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -22,7 +27,9 @@ namespace lockstep::bench {
 namespace {
 constexpr const char* kPaired = "near_cache/paired";
 constexpr const char* kMemory = "near_cache/memory";
+constexpr const char* kDelivery = "near_cache/delivery";
 constexpr int kMemoryEntries = 10000;
+constexpr int kDeliveryWrites = 100;
 
 std::shared_ptr<ProductRepository> near_repository(Environment& env, std::shared_ptr<RedisNearCache> near) {
     RepositoryOptions o;
@@ -32,6 +39,76 @@ std::shared_ptr<ProductRepository> near_repository(Environment& env, std::shared
     o.near_cache = std::move(near);
     return std::make_shared<ProductRepository>(product_entity(), env.db(), env.redis(), std::move(o));
 }
+
+// Reads `id` until the near cache holds it with every invalidation sent before applied. The read
+// after a miss may be refused its local fill: the miss's own fill of Redis is announced too, and
+// may arrive while that read is in flight (or just after it filled). A message of our own on the
+// channel, once counted, says every earlier one was applied (Redis delivers in order).
+void hold_locally(Environment& env, ProductRepository& repo, RedisNearCache& near, std::int64_t id) {
+    for (int tries = 0; tries < 1000; ++tries) {
+        repo.get(id);
+        const auto before = near.channel().messages();
+        env.redis().command({"PUBLISH", "__redis__:invalidate", env.prefix() + "sync"});
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (near.channel().messages() == before) {
+            if (std::chrono::steady_clock::now() > deadline) throw Error("near cache: the channel is silent");
+        }
+        if (near.local().stats().entries == 1) return;
+    }
+    throw Error("near cache: the entry was never filled");
+}
+
+// Another process's write returned -> the local entry gone, per write, for one tracking mode;
+// and the invalidation messages this process received for writes to keys it never read.
+struct Delivery {
+    std::vector<double> seconds;
+    double messages_per_unread_write = 0;
+};
+
+Delivery measure_delivery(Environment& env, TrackingMode mode, std::int64_t held, std::int64_t unread) {
+    RedisTrackingOptions tracking;
+    tracking.mode = mode;
+    tracking.prefixes = {env.prefix() + "{product:"};
+    NearCacheOptions n;
+    n.ttl = std::chrono::hours(1);
+    auto near = std::make_shared<RedisNearCache>(env.redis_options(), n, tracking);
+    auto repo = near_repository(env, near);
+    auto writer = make_repository(env, std::make_shared<WriteThenDelete>());
+    const std::string key = repo->key_of(held);
+    Delivery d;
+    for (int w = 0; w < kDeliveryWrites; ++w) {
+        hold_locally(env, *repo, *near, held);
+        writer->update(held, [](Product& p) { ++p.stock; });
+        const auto written = std::chrono::steady_clock::now();
+        const auto deadline = written + std::chrono::seconds(5);
+        while (near->local().stats().entries != 0) {
+            if (std::chrono::steady_clock::now() > deadline) throw Error("near cache delivery: no invalidation in 5 s");
+        }
+        d.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - written).count());
+    }
+    // Messages for keys this process never read: the held key stays held meanwhile, and an
+    // invalidation of our own for it marks the end of the stream (Redis delivers in order, so
+    // every message before it has been counted once the entry is gone).
+    hold_locally(env, *repo, *near, held);
+    const auto before = near->channel().messages();
+    for (int w = 0; w < kDeliveryWrites; ++w) {
+        writer->get(unread);  // cached in Redis by another process: the write's DEL changes a key
+        writer->update(unread, [](Product& p) { ++p.stock; });
+    }
+    env.redis().command({"PUBLISH", "__redis__:invalidate", key});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (near->local().stats().entries != 0) {
+        if (std::chrono::steady_clock::now() > deadline) throw Error("near cache delivery: the end marker never came");
+    }
+    d.messages_per_unread_write = static_cast<double>(near->channel().messages() - before - 1) / kDeliveryWrites;
+    return d;
+}
+
+double quantile(std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
 }  // namespace
 
 void register_near_cache(Environment& env, Plan& plan) {
@@ -51,8 +128,7 @@ void register_near_cache(Environment& env, Plan& plan) {
     one.ttl = std::chrono::hours(1);
     auto tiny = std::make_shared<RedisNearCache>(env.redis_options(), one);
     auto miss_repo = near_repository(env, tiny);
-    near_repo->get(hot);  // the tracked GET fills the near cache
-    if (near_repo->metrics().near_entries != 1) throw Error("near cache: the hot entry was not filled");
+    hold_locally(env, *near_repo, *near, hot);
     const std::string key = near_repo->key_of(hot);
     const RedisOptions options = raw_options_for_key(env.redis(), key);
 
@@ -110,6 +186,49 @@ void register_near_cache(Environment& env, Plan& plan) {
         ->UseManualTime()
         ->Repetitions(1);
 
+    const std::int64_t held = new_products(env, 2);
+    Environment* e = &env;
+    benchmark::RegisterBenchmark(kDelivery, [=](benchmark::State& state) {
+        for (auto _ : state) {
+            try {
+                for (const auto mode : {TrackingMode::Default, TrackingMode::Broadcast}) {
+                    const Delivery d = measure_delivery(*e, mode, held, held + 1);
+                    const std::string m = mode == TrackingMode::Default ? "default" : "bcast";
+                    state.counters[m + "_p50_s"] = quantile(d.seconds, 0.5);
+                    state.counters[m + "_p99_s"] = quantile(d.seconds, 0.99);
+                    state.counters[m + "_messages_per_unread_write"] = d.messages_per_unread_write;
+                }
+            } catch (const std::exception& ex) {
+                state.SkipWithError("near cache delivery failed");
+                std::fprintf(stderr, "near cache delivery: %s\n", ex.what());
+                break;
+            }
+            state.SetIterationTime(1);
+        }
+    })
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Repetitions(1);
+
+    plan.add(row_order::kNearHit + 3, "near cache invalidation delivery", "shown", {kDelivery}, [](const Results& r) {
+        TableRow row;
+        row.ours = "p50 " + micros(r.counter(kDelivery, "default_p50_s")) + ", p99 " +
+                   micros(r.counter(kDelivery, "default_p99_s")) + " (default mode)";
+        row.baseline = "p50 " + micros(r.counter(kDelivery, "bcast_p50_s")) + ", p99 " +
+                       micros(r.counter(kDelivery, "bcast_p99_s")) + " (BCAST, entity prefix)";
+        row.verdict = Verdict::Shown;
+        row.notes = "another repository's update() returned -> the local entry gone (" +
+                    std::to_string(kDeliveryWrites) + " writes; a p50 near 0 means the message was applied before update() returned); messages received "
+                    "per fill-and-write cycle (marker, fill, DEL) of a key this process never read: default " + fixed(r.counter(kDelivery, "default_messages_per_unread_write"), 2) +
+                    ", BCAST " + fixed(r.counter(kDelivery, "bcast_messages_per_unread_write"), 2);
+        row.data = {{"default_p50_seconds", r.counter(kDelivery, "default_p50_s")},
+                    {"default_p99_seconds", r.counter(kDelivery, "default_p99_s")},
+                    {"bcast_p50_seconds", r.counter(kDelivery, "bcast_p50_s")},
+                    {"bcast_p99_seconds", r.counter(kDelivery, "bcast_p99_s")},
+                    {"default_messages_per_unread_write", r.counter(kDelivery, "default_messages_per_unread_write")},
+                    {"bcast_messages_per_unread_write", r.counter(kDelivery, "bcast_messages_per_unread_write")}};
+        return row;
+    });
     plan.add(row_order::kNearHit, "near cache hit", "≥ 20× faster than a raw GET; p50 ≤ 1 µs", {kPaired},
              [](const Results& r) {
                  const MedianRepetition m(r, kPaired, "near_hit", "raw");

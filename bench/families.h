@@ -27,7 +27,7 @@ constexpr int kFollower = 46;  // 46, 47: the binlog follower's lag and throughp
 constexpr int kClusterCycle = 21;  // the 3-master cluster ÷ one node
 constexpr int kClusterHit = 22;
 constexpr int kFairCycle = 23;   // the fair Redis mutex against the same floor
-constexpr int kNearHit = 12;     // 12..14: near hit, near miss, memory per near entry
+constexpr int kNearHit = 12;     // 12..15: near hit, near miss, memory per near entry, delivery
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);

@@ -32,6 +32,22 @@ const char* const kNoRule = "near cache without the drop rule";
 const char* const kRule = "near cache, dropped when its channel breaks";
 constexpr auto kLocalTtl = 10s;
 
+// Reads `id` until the near cache holds it, every invalidation sent before applied; returns the
+// price read. (The read after a miss may be refused its local fill: the miss's own fill of Redis
+// is announced too. A message of our own on the channel, once counted, says every earlier one
+// was applied: Redis delivers in order.)
+std::int64_t hold_locally(RedisClient& redis, CachedRepository<Product>& repo, RedisNearCache& near, std::int64_t id) {
+    const auto deadline = Clock::now() + 10s;
+    while (Clock::now() < deadline) {
+        const std::int64_t price = repo.get(id)->price;
+        const auto before = near.channel().messages();
+        redis.command({"PUBLISH", "__redis__:invalidate", repo.key_of(id) + ":sync"});
+        while (near.channel().messages() == before && Clock::now() < deadline) std::this_thread::sleep_for(100us);
+        if (near.local().stats().entries == 1) return price;
+    }
+    throw TimeoutError("C12: the near cache never held the entry");
+}
+
 Trial trial(DemoContext& ctx, bool drop_rule) {
     auto& db = ctx.services().db();
     auto& redis = ctx.services().redis();
@@ -47,8 +63,7 @@ Trial trial(DemoContext& ctx, bool drop_rule) {
     // The other process: its own connections, no near cache.
     CachedRepository<Product> other(product_entity(), db, redis,
                                     repository_options(ctx.services(), "WriteThenDelete", LockMode::None));
-    repo.get(id);
-    const std::int64_t old_price = repo.get(id)->price;  // now in the near cache
+    const std::int64_t old_price = hold_locally(redis, repo, *near, id);
 
     Trial t;
     {
