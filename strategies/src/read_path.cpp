@@ -337,10 +337,11 @@ bool ReadPath::near_hit(const std::string& key, ValueSink& sink, std::size_t i, 
     return true;
 }
 
-std::optional<bool> ReadPath::read_near(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+std::optional<bool> ReadPath::read_near(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
+                                        bool looked_locally) {
     RedisNearCache& near = *config_.opts.near_cache;
     const auto t0 = Clock::now();
-    if (near_hit(key, sink, i, t0)) return true;
+    if (!looked_locally && near_hit(key, sink, i, t0)) return true;
     if (!health_.usable() || !near.channel().intact()) return std::nullopt;
     // Taken before the read: a drop or an invalidation of this key from now on refuses the fill.
     const NearCache::Ticket ticket = near.local().begin_fill(key);
@@ -365,9 +366,10 @@ std::optional<bool> ReadPath::read_near(std::int64_t id, const std::string& key,
     return found;
 }
 
-bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
+                             bool looked_locally) {
     if (config_.opts.near_cache) {
-        if (auto answered = read_near(id, key, sink, i)) return *answered;
+        if (auto answered = read_near(id, key, sink, i, looked_locally)) return *answered;
     }
     if (!health_.usable()) return load_degraded(id, sink, i);
     const auto t0 = Clock::now();
@@ -388,10 +390,13 @@ bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink&
 bool ReadPath::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
     const std::string key = config_.keys.value(id);
     if (locks_.mode() != LockMode::ReadWrite) return read_unlocked(id, key, sink, i);
+    // A near hit needs no lock: it is a cached value, like a Redis hit, and taking the shared
+    // lock would cost the round trip the near cache exists to save.
+    if (config_.opts.near_cache && near_hit(key, sink, i, Clock::now())) return true;
     if (!health_.usable()) return load_degraded(id, sink, i);
     KeyLock lock(locks_, id, KeyLock::Side::Shared);
     if (auto loaded = lock_or_load(lock, id, sink, i)) return *loaded;
-    bool found = read_unlocked(id, key, sink, i);
+    bool found = read_unlocked(id, key, sink, i, /*looked_locally=*/config_.opts.near_cache != nullptr);
     lock.release();
     return found;
 }

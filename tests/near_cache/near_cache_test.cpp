@@ -21,6 +21,7 @@
 #include "lockstep/core/fault_point.h"
 #include "lockstep/db/db.h"
 #include "lockstep/db/schema.h"
+#include "lockstep/servers/fault_proxy.h"
 #include "lockstep/strategies/strategies.h"
 #include "test_servers.h"
 
@@ -228,6 +229,31 @@ TEST_F(NearCacheRepositoryTest, BroadcastModeSeesAnOutsideWrite) {
     set_price(*other, 250);
     ASSERT_TRUE(eventually([&] { return repo->metrics().near_entries == 0; }, 10s)) << to_string(repo->metrics());
     EXPECT_EQ(repo->get(id_)->price, 250);
+}
+
+TEST_F(NearCacheRepositoryTest, ASilentPartitionOfTheChannelDropsTheNearCache) {
+    // The near cache reaches Redis through a fault proxy that can drop packets while every
+    // connection stays open: nothing closes, only the heartbeat can tell.
+    const RedisOptions direct = servers().redis_options();
+    FaultProxy proxy(direct.host, direct.port);
+    RedisOptions through = direct;
+    through.port = proxy.port();
+    NearCacheOptions n;
+    n.ttl = 60s;
+    RedisTrackingOptions tracking;
+    tracking.heartbeat = 50ms;
+    near_ = std::make_shared<RedisNearCache>(through, n, tracking);
+    auto repo = repository(near_);
+    hold_locally(*repo, id_);
+    const auto drops = repo->metrics().near_drops;
+    proxy.blackhole();
+    // Silent for 3 heartbeats: the channel counts as broken and the near cache is dropped.
+    ASSERT_TRUE(eventually([&] { return repo->metrics().near_drops > drops; }, 10s)) << to_string(repo->metrics());
+    EXPECT_EQ(repo->metrics().near_entries, 0u);
+    EXPECT_FALSE(near_->channel().intact());
+    proxy.pass();
+    ASSERT_TRUE(eventually([&] { return near_->channel().intact(); }, 10s));
+    EXPECT_EQ(repo->get(id_)->price, 100);
 }
 
 // C12, an invalidation lost during a reconnect: parameter = the drop rule.
