@@ -106,11 +106,11 @@ void forced(DemoContext& ctx, const RaceCase& c) {
 
 void add_race_c12() {
     add_race({kScenario, "C12",
-              "the near cache holds v1; its invalidation channel is killed and, while it is down, another process "
+              "the near cache holds v1; the connection that carries its invalidations is killed and, while it is down, another process "
               "writes v2",
               {"R: reads v1 twice (the second read fills the near cache)",
                "server: CLIENT KILL of the near cache's subscriber; its resubscription held",
-               "W (another process): writes v2 and deletes the key; Redis's invalidation goes nowhere",
+               "W (another process): writes v2 and deletes the key; Redis sends its invalidations nowhere",
                "R: reads again after the channel is back"},
               "",
               {{kNoRule, Mode::Forced, Outcome::Reproduced}, {kRule, Mode::Forced, Outcome::Prevented}},
