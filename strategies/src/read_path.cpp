@@ -353,14 +353,26 @@ std::optional<bool> ReadPath::read_near(std::int64_t id, const std::string& key,
         logger()->debug("repository '{}': tracked read of {} failed: {}", config_.spec.name, key, e.what());
         return std::nullopt;
     }
-    std::optional<CacheEntry> decoded;
-    if (entry) decoded = CacheEntry::decode(*entry);
-    if (auto answered = answer(key, entry, sink, i, t0)) {
-        if (*answered && decoded && decoded->kind == CacheEntry::Kind::Value) {
-            near.local().fill(key, ticket, decoded->version, std::move(decoded->payload));
+    if (entry) {
+        // A value: decoded once, delivered, and its payload moved into the near cache.
+        auto decoded = CacheEntry::decode(*entry);
+        if (decoded && decoded->kind == CacheEntry::Kind::Value) {
+            bool delivered = true;
+            try {
+                sink.from_cache(i, decoded->version, decoded->payload);
+            } catch (const std::exception&) {
+                delivered = false;  // answer() below deletes it and counts the decode error
+            }
+            if (delivered) {
+                bump(stats_.c.hits);
+                stats_.lat.hit.record(Clock::now() - t0);
+                trace_(key, "hit (filling the near cache)");
+                near.local().fill(key, ticket, decoded->version, std::move(decoded->payload));
+                return true;
+            }
         }
-        return *answered;
     }
+    if (auto answered = answer(key, entry, sink, i, t0)) return *answered;
     const bool found = miss(id, key, sink, i);
     stats_.lat.miss_load.record(Clock::now() - t0);
     return found;
