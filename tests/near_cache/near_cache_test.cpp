@@ -231,6 +231,17 @@ TEST_F(NearCacheRepositoryTest, BroadcastModeSeesAnOutsideWrite) {
     EXPECT_EQ(repo->get(id_)->price, 250);
 }
 
+TEST_F(NearCacheRepositoryTest, AFlushOfTheServerDropsTheNearCache) {
+    auto near = make_near();
+    auto repo = repository(near);
+    hold_locally(*repo, id_);
+    const auto drops = repo->metrics().near_drops;
+    redis().command({"FLUSHDB"}).throw_if_error();  // announced as a nil invalidation: every key changed
+    ASSERT_TRUE(eventually([&] { return repo->metrics().near_drops > drops; }, 10s)) << to_string(repo->metrics());
+    EXPECT_EQ(repo->metrics().near_entries, 0u);
+    EXPECT_TRUE(near->channel().intact()) << "a flush is not a broken channel";
+}
+
 TEST_F(NearCacheRepositoryTest, ASilentPartitionOfTheChannelDropsTheNearCache) {
     // The near cache reaches Redis through a fault proxy that can drop packets while every
     // connection stays open: nothing closes, only the heartbeat can tell.
