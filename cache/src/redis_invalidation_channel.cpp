@@ -55,6 +55,11 @@ struct RedisInvalidationChannel::Impl {
     std::uint64_t connects GUARDED_BY(mutex) = 0;
     std::string last_failure GUARDED_BY(mutex);
     std::vector<Reader> idle GUARDED_BY(mutex);
+    // Readers of the current generation lent out or being made. With the idle ones, never more
+    // than max_readers(): a reader is never closed to make room, since closing it would make the
+    // server forget what it tracked.
+    std::size_t lent GUARDED_BY(mutex) = 0;
+    std::size_t max_readers() const { return std::max<std::size_t>(redis.pool_size, 1); }
 
     // The subscriber thread: subscribe, serve until the link fails, drop, back off, again.
     void run() EXCLUDES(mutex);
@@ -143,6 +148,7 @@ void RedisInvalidationChannel::Impl::run() {
                 intact = true;
                 last_failure.clear();
                 idle.clear();  // armed for the old generation
+                lent = 0;      // readers of the old generation still out are closed when returned
             }
             changed.notify_all();
             // Reads that began while the channel was down may have used a reader of the old
@@ -232,31 +238,52 @@ Reader RedisInvalidationChannel::Impl::take_reader() {
     std::int64_t redirect = 0;
     std::uint64_t gen = 0;
     {
+        const auto deadline = Clock::now() + redis.pool_wait_timeout;
         MutexLock lock(mutex);
-        if (!intact) throw ConnectionError("near cache: the invalidation channel is down (" + last_failure + ")");
-        while (!idle.empty()) {
-            Reader r = std::move(idle.back());
-            idle.pop_back();
-            if (r.generation == generation) return r;
+        for (;;) {
+            if (!intact) throw ConnectionError("near cache: the invalidation channel is down (" + last_failure + ")");
+            while (!idle.empty()) {
+                Reader r = std::move(idle.back());
+                idle.pop_back();
+                if (r.generation == generation) {
+                    ++lent;
+                    return r;
+                }
+            }
+            if (lent < max_readers()) break;
+            if (Clock::now() >= deadline) throw TimeoutError("near cache: every tracked reader is busy (pool_wait_timeout)");
+            changed.wait_until(mutex, deadline);
         }
+        ++lent;
         redirect = subscriber_id;
         gen = generation;
     }
-    // Broadcast: the beacon announces every key; readers need no tracking of their own.
-    return Reader{open("lockstep-near-reader", redirect, options.mode == TrackingMode::Default, false), gen};
+    try {
+        // Broadcast: the beacon announces every key; readers need no tracking of their own.
+        return Reader{open("lockstep-near-reader", redirect, options.mode == TrackingMode::Default, false), gen};
+    } catch (...) {
+        {
+            MutexLock lock(mutex);
+            if (gen == generation && lent > 0) --lent;
+        }
+        changed.notify_all();
+        throw;
+    }
 }
 
 void RedisInvalidationChannel::Impl::give_back(Reader reader, bool failed) {
-    if (failed || reader.conn->broken()) {
-        if (options.mode == TrackingMode::Default) {
-            // The keys this reader tracked are forgotten with it: their changes would go unheard.
-            near.drop("a tracked reader connection was lost");
+    const bool lost = failed || reader.conn->broken();
+    {
+        MutexLock lock(mutex);
+        if (reader.generation == generation) {
+            if (lent > 0) --lent;
+            if (!lost) idle.push_back(std::move(reader));
         }
-        return;
     }
-    MutexLock lock(mutex);
-    if (reader.generation == generation && idle.size() < std::max<std::size_t>(redis.pool_size, 1)) {
-        idle.push_back(std::move(reader));
+    changed.notify_all();
+    if (lost && options.mode == TrackingMode::Default) {
+        // The keys this reader tracked are forgotten with it: their changes would go unheard.
+        near.drop("a tracked reader connection was lost");
     }
 }
 

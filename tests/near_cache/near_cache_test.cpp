@@ -11,6 +11,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -229,6 +231,43 @@ TEST_F(NearCacheRepositoryTest, BroadcastModeSeesAnOutsideWrite) {
     set_price(*other, 250);
     ASSERT_TRUE(eventually([&] { return repo->metrics().near_entries == 0; }, 10s)) << to_string(repo->metrics());
     EXPECT_EQ(repo->get(id_)->price, 250);
+}
+
+TEST_F(NearCacheRepositoryTest, ConcurrentReadersAndOutsideWritesLeaveNoStaleLocalEntry) {
+    // More readers than tracked connections (pool_size 2): misses queue for a reader, and no
+    // reader is closed to make room. When the writes are done and the channel is drained, every
+    // local entry must carry the database's version. (Random interleavings, not forced: without
+    // the per-key ticket, drop_rule = false, this caught a stale entry in about 1 run of 5.)
+    RedisOptions small = servers().redis_options();
+    small.pool_size = 2;
+    NearCacheOptions n;
+    n.ttl = 60s;
+    near_ = std::make_shared<RedisNearCache>(small, n);
+    auto repo = repository(near_);
+    auto other = outsider();
+    std::vector<std::int64_t> ids{id_};
+    for (int k = 0; k < 3; ++k) {
+        ids.push_back(fresh_id());
+        db().execute("INSERT INTO products (id, name, price, stock, version) VALUES (?, 'n', 100, 5, 1)", {ids.back()});
+    }
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> readers;
+    for (int t = 0; t < 6; ++t) {
+        readers.emplace_back([&, t] {
+            for (std::size_t k = static_cast<std::size_t>(t); !stop; ++k) repo->get(ids[k % ids.size()]);
+        });
+    }
+    for (int w = 0; w < 40; ++w) other->update(ids[static_cast<std::size_t>(w) % ids.size()], [](Product& p) { ++p.price; });
+    stop = true;
+    for (auto& r : readers) r.join();
+    sync_channel();
+    for (const auto id : ids) {
+        const auto local = near_->local().get(repo->key_of(id));
+        if (!local) continue;
+        const auto row = db().query_one("SELECT version FROM products WHERE id = ?", {id});
+        EXPECT_EQ(local->version, row->get<std::int64_t>("version")) << "id " << id << " is stale in the near cache";
+    }
+    for (std::size_t k = 1; k < ids.size(); ++k) db().execute("DELETE FROM products WHERE id = ?", {ids[k]});
 }
 
 TEST_F(NearCacheRepositoryTest, AFlushOfTheServerDropsTheNearCache) {

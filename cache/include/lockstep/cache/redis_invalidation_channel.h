@@ -19,7 +19,10 @@
 //     keys a lost connection tracked, so their invalidations would never come. A reader lost in
 //     use is seen at once; one lost while idle is seen at the next heartbeat.
 // While the channel is down, intact() is false and tracked_get() throws: the repository reads
-// Redis the ordinary way and fills nothing locally.
+// Redis the ordinary way and fills nothing locally. Tracked readers are at most
+// `RedisOptions::pool_size`, made on demand and never closed to make room (closing one would make
+// the server forget what it tracked); a tracked_get() beyond them waits up to
+// `pool_wait_timeout` for one, then throws TimeoutError.
 //
 // Not covered (docs/near-cache.md): Redis Cluster (tracking per node) and Sentinel switches;
 // the constructor refuses any topology but Standalone.
