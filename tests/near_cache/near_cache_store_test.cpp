@@ -6,6 +6,7 @@
 
 #include "lockstep/cache/near_cache.h"
 #include "lockstep/core/error.h"
+#include "lockstep/strategies/repository_metrics.h"
 
 namespace lockstep {
 namespace {
@@ -91,6 +92,15 @@ TEST(NearCacheStoreTest, BoundsOfZeroAreRefused) {
     EXPECT_THROW(NearCache({.max_entries = 0}), ConfigError);
     EXPECT_THROW(NearCache({.max_bytes = 0}), ConfigError);
     EXPECT_THROW(NearCache({.ttl = 0ms}), ConfigError);
+}
+
+TEST(NearCacheStoreTest, ItsEntriesAndBytesAreGaugesOfTheRepositoryMetrics) {
+    EXPECT_EQ(metric_kind("near_entries"), MetricKind::Gauge);
+    EXPECT_EQ(metric_kind("near_bytes"), MetricKind::Gauge);
+    EXPECT_EQ(metric_kind("near_hits"), MetricKind::Counter);
+    RepositoryMetrics m;
+    m.near_drops = 7;
+    EXPECT_NE(to_string(m).find("near_drops=7"), std::string::npos) << to_string(m);
 }
 
 }  // namespace
