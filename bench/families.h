@@ -27,6 +27,7 @@ constexpr int kFollower = 46;  // 46, 47: the binlog follower's lag and throughp
 constexpr int kClusterCycle = 21;  // the 3-master cluster ÷ one node
 constexpr int kClusterHit = 22;
 constexpr int kFairCycle = 23;   // the fair Redis mutex against the same floor
+constexpr int kNearHit = 12;     // 12..15: near hit, near miss, memory per near entry, delivery
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);
@@ -58,6 +59,8 @@ void register_memory(Environment& env, Plan& plan);
 void register_codec(Environment& env, Plan& plan);
 // The transactional outbox's cost per write (C5, docs/invalidation.md).
 void register_outbox(Environment& env, Plan& plan);
+// The near cache: hit ÷ raw GET, miss ÷ plain hit, memory per entry (docs/near-cache.md).
+void register_near_cache(Environment& env, Plan& plan);
 #endif
 
 #if LOCKSTEP_BENCH_HAS_INVALIDATION

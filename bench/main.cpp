@@ -137,6 +137,7 @@ int run(int argc, char** argv) {
     register_memory(env, plan);
     register_codec(env, plan);
     register_outbox(env, plan);
+    register_near_cache(env, plan);
 #endif
 #if LOCKSTEP_BENCH_HAS_INVALIDATION
     register_follower(env, plan);

@@ -16,6 +16,9 @@
 //   fill_one      the entry, stored only if no newer version is cached (IfNewer: C1, C11) or
 //                 only if our marker is still there (IfMarker: C2); versions come from the
 //                 row's own version column, never from the reader's clock.
+//   read_near     with a near cache, before all of the above: a local hit costs no round trip;
+//                 otherwise the GET goes through a tracked connection and its value fills the
+//                 near cache only if the ticket taken before it is still good (C12).
 //
 // Which of these races a repository closes depends on its strategy and lock mode (the matrix in
 // docs/strategies.md). Whatever they are: a read whose cache step failed reads the database and
@@ -28,6 +31,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "lockstep/cache/redis_near_cache.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/strategies/cache_entry.h"
@@ -318,7 +322,67 @@ bool ReadPath::load_degraded(std::int64_t id, ValueSink& sink, std::size_t i) {
     return load(id, sink, i).has_value();
 }
 
-bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+bool ReadPath::near_hit(const std::string& key, ValueSink& sink, std::size_t i, Clock::time_point started) {
+    NearCache& near = config_.opts.near_cache->local();
+    try {
+        // Decoded under the near cache's lock: no copy of the payload.
+        if (!near.visit(key, [&](std::int64_t version, std::string_view payload) { sink.from_cache(i, version, payload); }))
+            return false;
+    } catch (const std::exception&) {
+        near.invalidate(key);  // cannot decode any more: ask Redis
+        return false;
+    }
+    bump(stats_.c.hits);
+    stats_.lat.hit.record(Clock::now() - started);
+    return true;
+}
+
+std::optional<bool> ReadPath::read_near(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
+                                        bool looked_locally) {
+    RedisNearCache& near = *config_.opts.near_cache;
+    const auto t0 = Clock::now();
+    if (!looked_locally && near_hit(key, sink, i, t0)) return true;
+    if (!health_.usable() || !near.channel().intact()) return std::nullopt;
+    // Taken before the read: a drop or an invalidation of this key from now on refuses the fill.
+    const NearCache::Ticket ticket = near.local().begin_fill(key);
+    std::optional<std::string> entry;
+    try {
+        entry = near.channel().tracked_get(key);
+    } catch (const Error& e) {
+        // The channel went down, or Redis did: the ordinary path reads (and counts) it.
+        logger()->debug("repository '{}': tracked read of {} failed: {}", config_.spec.name, key, e.what());
+        return std::nullopt;
+    }
+    if (entry) {
+        // A value: decoded once, delivered, and its payload moved into the near cache.
+        auto decoded = CacheEntry::decode(*entry);
+        if (decoded && decoded->kind == CacheEntry::Kind::Value) {
+            bool delivered = true;
+            try {
+                sink.from_cache(i, decoded->version, decoded->payload);
+            } catch (const std::exception&) {
+                delivered = false;  // answer() below deletes it and counts the decode error
+            }
+            if (delivered) {
+                bump(stats_.c.hits);
+                stats_.lat.hit.record(Clock::now() - t0);
+                trace_(key, "hit (filling the near cache)");
+                near.local().fill(key, ticket, decoded->version, std::move(decoded->payload));
+                return true;
+            }
+        }
+    }
+    if (auto answered = answer(key, entry, sink, i, t0)) return *answered;
+    const bool found = miss(id, key, sink, i);
+    stats_.lat.miss_load.record(Clock::now() - t0);
+    return found;
+}
+
+bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
+                             bool looked_locally) {
+    if (config_.opts.near_cache) {
+        if (auto answered = read_near(id, key, sink, i, looked_locally)) return *answered;
+    }
     if (!health_.usable()) return load_degraded(id, sink, i);
     const auto t0 = Clock::now();
     std::optional<std::string> entry;
@@ -338,10 +402,13 @@ bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink&
 bool ReadPath::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
     const std::string key = config_.keys.value(id);
     if (locks_.mode() != LockMode::ReadWrite) return read_unlocked(id, key, sink, i);
+    // A near hit needs no lock: it is a cached value, like a Redis hit, and taking the shared
+    // lock would cost the round trip the near cache exists to save.
+    if (config_.opts.near_cache && near_hit(key, sink, i, Clock::now())) return true;
     if (!health_.usable()) return load_degraded(id, sink, i);
     KeyLock lock(locks_, id, KeyLock::Side::Shared);
     if (auto loaded = lock_or_load(lock, id, sink, i)) return *loaded;
-    bool found = read_unlocked(id, key, sink, i);
+    bool found = read_unlocked(id, key, sink, i, /*looked_locally=*/config_.opts.near_cache != nullptr);
     lock.release();
     return found;
 }
@@ -350,6 +417,10 @@ bool ReadPath::read_one(std::int64_t id, ValueSink& sink, std::size_t i) {
 
 std::vector<bool> ReadPath::get(const std::vector<std::int64_t>& ids, ValueSink& sink) {
     std::vector<bool> found(ids.size(), false);
+    if (ids.size() == 1) {  // get(id): no dedup map, the key made once
+        found[0] = read_one(ids[0], sink, 0);
+        return found;
+    }
     // Distinct ids; a duplicate gets a copy of its first occurrence at the end.
     std::unordered_map<std::int64_t, std::size_t> first;
     std::vector<Item> items;
@@ -371,9 +442,22 @@ std::vector<bool> ReadPath::get(const std::vector<std::int64_t>& ids, ValueSink&
     return found;
 }
 
-void ReadPath::read_many(const std::vector<Item>& items, ValueSink& sink, std::vector<bool>& found) {
-    if (!health_.usable()) return load_degraded(items, sink, found);
+void ReadPath::read_many(const std::vector<Item>& items_in, ValueSink& sink, std::vector<bool>& found) {
     const auto t0 = Clock::now();
+    // Near cache hits first; the rest are read from Redis (untracked: batch reads do not fill it).
+    std::vector<Item> rest;
+    if (config_.opts.near_cache) {
+        for (const auto& item : items_in) {
+            if (near_hit(item.key, sink, item.i, t0)) {
+                found[item.i] = true;
+            } else {
+                rest.push_back(item);
+            }
+        }
+        if (rest.empty()) return;
+    }
+    const std::vector<Item>& items = config_.opts.near_cache ? rest : items_in;
+    if (!health_.usable()) return load_degraded(items, sink, found);
     std::vector<std::string> keys;
     for (const auto& item : items) keys.push_back(item.key);
     std::vector<std::optional<std::string>> entries;

@@ -42,7 +42,16 @@ private:
 
     // ---- one id ----
     bool read_one(std::int64_t id, ValueSink& sink, std::size_t i);
-    bool read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
+    // `looked_locally`: the near cache was already asked (and missed) for this read.
+    bool read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
+                       bool looked_locally = false);
+    // With a near cache: a local hit, or a tracked GET that fills it (C12: only if no drop and
+    // no invalidation of the key came since the read began) and then the ordinary miss path.
+    // nullopt: the near cache cannot be used now (channel down): read the ordinary way.
+    std::optional<bool> read_near(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
+                                  bool looked_locally);
+    // A near cache hit for `key`, delivered and counted; false when there is none.
+    bool near_hit(const std::string& key, ValueSink& sink, std::size_t i, Clock::time_point started);
     // A cached entry (or none) as an answer: found / not found, counted as a hit and timed from
     // `started`; nullopt for a miss (counted): the caller resolves it.
     std::optional<bool> answer(const std::string& key, const std::optional<std::string>& entry, ValueSink& sink,

@@ -3,6 +3,8 @@
 // (docs/strategies.md, "How the repository is built", lists them).
 #include "lockstep/strategies/repository_core.h"
 
+#include "lockstep/cache/redis_near_cache.h"
+
 #include "cache_health.h"
 #include "delete_queue.h"
 #include "key_lock.h"
@@ -60,17 +62,43 @@ std::vector<bool> RepositoryCore::get(const std::vector<std::int64_t>& ids, Valu
     return state_->reads.get(ids, sink);
 }
 
+namespace {
+// This process's own write drops its key from the near cache when it returns (or throws: it may
+// have committed), not when Redis's message comes back (C12, docs/near-cache.md).
+class NearCacheDrop {
+public:
+    NearCacheDrop(const RepositoryConfig& config, std::int64_t id) : config_(config), id_(id) {}
+    NearCacheDrop(const NearCacheDrop&) = delete;
+    NearCacheDrop& operator=(const NearCacheDrop&) = delete;
+    ~NearCacheDrop() {
+        if (config_.opts.near_cache && id_ != 0) config_.opts.near_cache->local().invalidate(config_.keys.value(id_));
+    }
+    void set_id(std::int64_t id) noexcept { id_ = id; }
+
+private:
+    const RepositoryConfig& config_;
+    std::int64_t id_;
+};
+}  // namespace
+
 std::optional<std::int64_t> RepositoryCore::update(std::int64_t id,
                                                    const std::function<ColumnValues(const Row&)>& mutate,
                                                    ValueSink& sink, std::optional<FenceCheck> fence) {
+    NearCacheDrop drop(state_->config, id);
     return state_->writes.update(id, mutate, sink, fence);
 }
 
 std::int64_t RepositoryCore::insert(std::int64_t id, const ColumnValues& columns, ValueSink& sink) {
-    return state_->writes.insert(id, columns, sink);
+    NearCacheDrop drop(state_->config, id);
+    const std::int64_t inserted = state_->writes.insert(id, columns, sink);
+    drop.set_id(inserted);
+    return inserted;
 }
 
-bool RepositoryCore::remove(std::int64_t id) { return state_->writes.remove(id); }
+bool RepositoryCore::remove(std::int64_t id) {
+    NearCacheDrop drop(state_->config, id);
+    return state_->writes.remove(id);
+}
 
 RepositoryMetrics RepositoryCore::metrics() const {
     RepositoryMetrics m = state_->stats.snapshot();
@@ -78,6 +106,15 @@ RepositoryMetrics RepositoryCore::metrics() const {
     m.replica_loads = state_->replica.replica_loads();
     m.primary_loads_recent = state_->replica.primary_loads();
     m.recent_marks_failed = state_->replica.marks_failed();
+    if (const auto& near = state_->config.opts.near_cache) {
+        const NearCacheStats n = near->local().stats();
+        m.near_hits = n.hits;
+        m.near_misses = n.misses;
+        m.near_drops = n.drops;
+        m.near_invalidations = n.invalidations;
+        m.near_entries = n.entries;
+        m.near_bytes = n.bytes;
+    }
     return m;
 }
 

@@ -17,6 +17,8 @@ RepositoryMetrics RepositoryStats::snapshot() const {
 #define LOCKSTEP_COUNTER(name, help) m.name = c.name.load(std::memory_order_relaxed);
 #define LOCKSTEP_GAUGE(name, help)
 #define LOCKSTEP_REPLICA_COUNTER(name, help)
+#define LOCKSTEP_NEAR_COUNTER(name, help)
+#define LOCKSTEP_NEAR_GAUGE(name, help)
 #define LOCKSTEP_HISTOGRAM(name, help) m.latency.name = lat.name.snapshot();
 #include "lockstep/strategies/repository_metrics.def"
     return m;

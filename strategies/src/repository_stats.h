@@ -23,6 +23,8 @@ struct Counters {
 #define LOCKSTEP_COUNTER(name, help) std::atomic<std::uint64_t> name{0};
 #define LOCKSTEP_GAUGE(name, help)
 #define LOCKSTEP_REPLICA_COUNTER(name, help)
+#define LOCKSTEP_NEAR_COUNTER(name, help)
+#define LOCKSTEP_NEAR_GAUGE(name, help)
 #include "lockstep/strategies/repository_metrics.def"
 };
 

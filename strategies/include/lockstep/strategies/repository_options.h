@@ -14,6 +14,7 @@ namespace lockstep {
 class LockService;
 class MysqlPool;
 class Outbox;
+class RedisNearCache;
 
 struct RepositoryOptions {
     // What writes do to the cache, and how misses backfill. Null: WriteThenDelete.
@@ -77,6 +78,13 @@ struct RepositoryOptions {
     // miss to the replica (unprotected: C10 open).
     MysqlPool* read_replica = nullptr;
     std::chrono::milliseconds recent_write_window{std::chrono::seconds(10)};
+
+    // Near cache (docs/near-cache.md, C12): hot entries served from this process's memory, kept
+    // in step by Redis CLIENT TRACKING and dropped whole whenever that channel is not known
+    // intact. Single-id reads fill it through a tracked GET; batch reads use its hits. This
+    // process's writes drop their keys from it when they return. Needs the repository's store to
+    // be the same standalone Redis the near cache tracks. Null: none.
+    std::shared_ptr<RedisNearCache> near_cache;
 };
 
 }  // namespace lockstep
