@@ -115,7 +115,7 @@ TEST(HoldValidityTest, ALateAcknowledgementNeverMovesTheValidityBackAndEvidenceN
 TEST(HoldValidityTest, LostTurnsTrueAtValidUntilWithoutAskingTheBackendAndOnLostFiresOnceThen) {
     StandIn backend;
     Reported service, lock;
-    HoldTable table("t1", service.callback());
+    HoldTable table("t1", service.callback(), backend);
     LockOptions o = lease_of(2000ms);
     o.on_lost = lock.callback();
     backend.sent_ago = 1800ms;  // valid for 2000 - 20 - 1800 = 180 ms more
@@ -160,7 +160,7 @@ TEST(HoldValidityTest, LostTurnsTrueAtValidUntilWithoutAskingTheBackendAndOnLost
 TEST(HoldValidityTest, AnAcknowledgedRenewalKeepsTheHoldPastItsFirstValidity) {
     StandIn backend;
     Reported lock;
-    HoldTable table("t2", nullptr);
+    HoldTable table("t2", nullptr, backend);
     LockOptions o = lease_of(2000ms);
     o.on_lost = lock.callback();
     backend.sent_ago = 1900ms;  // the acquisition alone is valid for 80 ms more
@@ -185,7 +185,7 @@ TEST(HoldValidityTest, AnAcknowledgedRenewalKeepsTheHoldPastItsFirstValidity) {
 TEST(HoldValidityTest, AnUnlockPastTheValidityReportsTheLossAndSendsNoRelease) {
     StandIn backend;
     Reported lock;
-    HoldTable table("t3", nullptr);
+    HoldTable table("t3", nullptr, backend);
     LockOptions o = lease_of(1000ms);
     o.on_lost = lock.callback();
     backend.sent_ago = 1000ms;  // already past its validity when acquire returns
@@ -207,7 +207,7 @@ TEST(HoldValidityTest, AnUnlockPastTheValidityReportsTheLossAndSendsNoRelease) {
 TEST(HoldValidityTest, AClosedTableReportsItsHoldsAndRefusesNewLocks) {
     StandIn backend;
     Reported service;
-    HoldTable table("t4", service.callback());
+    HoldTable table("t4", service.callback(), backend);
     ASSERT_TRUE(table.lock(backend, "d", HoldKind::Mutex, SteadyTime::max(), lease_of(30s)));
     ASSERT_TRUE(table.lock(backend, "e", HoldKind::Mutex, SteadyTime::max(), lease_of(30s)));
     table.close(backend);
@@ -233,7 +233,7 @@ TEST(HoldValidityTest, AnAcquisitionThatEndsAfterTheCloseIsGivenBack) {
     StandIn backend;
     std::promise<void> go;
     backend.hold_acquire = go.get_future().share();
-    HoldTable table("t5", nullptr);
+    HoldTable table("t5", nullptr, backend);
     auto acquired = backend.acquiring.get_future();
     std::string outcome = "not done";
     std::thread waiter([&] {

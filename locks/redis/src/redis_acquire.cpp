@@ -93,8 +93,9 @@ struct RedisLockClient::Impl::Acquisition {
     const std::shared_ptr<const LockSide>& side;
     const std::string owner;  // this thread's owner id
     const std::string hid;    // hold_id(side->hold_key(), owner)
+    const bool movable;       // the owner is a movable Hold, not the calling thread
     const SteadyTime started = SteadyClock::now();  // stats.acquire_latency
-    std::shared_ptr<Hold> hold;  // set by register_hold: the new hold
+    std::shared_ptr<RedisHold> hold;  // set by register_hold: the new hold
 };
 
 // The flow: re-entry (L6), else a fresh try, else wait for a turn (L7, L9). A thread whose
@@ -102,12 +103,20 @@ struct RedisLockClient::Impl::Acquisition {
 // straight to the queuing try: a plain try would only find the lock busy and cost one more
 // script per acquisition.
 bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
-                                    std::optional<SteadyTime> deadline) {
+                                    std::optional<SteadyTime> deadline, OwnerKey owner_key,
+                                    std::shared_ptr<RedisHold>* acquired) {
     Use use(*this);
-    std::string owner = owner_of_this_thread();
+    std::string owner = owner_of(owner_key);
     std::string hid = hold_id(side->hold_key(), owner);
-    Acquisition a{side, std::move(owner), std::move(hid)};
-    std::shared_ptr<Hold> held;
+    Acquisition a{side, std::move(owner), std::move(hid), owner_key.movable};
+    const bool got = acquire_stages(a, deadline);
+    if (got && acquired) *acquired = a.hold;
+    return got;
+}
+
+bool RedisLockClient::Impl::acquire_stages(Acquisition& a, std::optional<SteadyTime> deadline) {
+    const std::shared_ptr<const LockSide>& side = a.side;
+    std::shared_ptr<RedisHold> held;
     {
         MutexLock lock(mutex);
         absorb_one_unlock.erase(a.hid);
@@ -201,7 +210,7 @@ bool RedisLockClient::Impl::acquire_fresh(Acquisition& a, std::optional<SteadyTi
 }
 
 // L6: re-entry. It still goes to Redis: that refreshes the lease and notices a lost hold.
-bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<Hold>& held) {
+bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<RedisHold>& held) {
     const LockSide& side = *a.side;
     {
         MutexLock lock(mutex);
@@ -237,7 +246,7 @@ bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<Hold>&
 // not cost the watchdog a wake-up and the process a context switch.
 void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, FenceToken token) {
     const HoldSettings& settings = a.side->settings();
-    auto h = std::make_shared<Hold>();
+    auto h = std::make_shared<RedisHold>();
     h->side = a.side;
     h->owner = a.owner;
     h->lease = settings.lease;
@@ -246,8 +255,14 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, Fence
     h->token = token;
     h->valid_until = locks_detail::valid_until_from(sent, settings.lease);
     h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
+    h->movable = a.movable;
     stats.acquired.fetch_add(1);
     h->acquired_at = SteadyClock::now();
+    if (settings.max_hold) {
+        // The watchdog ends the hold at its cap: its first check comes no later.
+        h->cap = h->acquired_at + *settings.max_hold;
+        h->next_check = std::min(h->next_check, h->cap);
+    }
     stats.acquire_latency.record(h->acquired_at - a.started);
     bool wake_watchdog = false;
     {

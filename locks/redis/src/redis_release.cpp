@@ -18,15 +18,16 @@ struct RedisLockClient::Impl::Release {
     const bool checked;  // unlock_checked(): a lost hold or a failed release is thrown
     const std::string owner;
     const std::string hid;  // hold_id(side.hold_key(), owner)
-    std::shared_ptr<Hold> held;
+    const bool movable;     // a movable Hold releases once: no absorbed second unlock
+    std::shared_ptr<RedisHold> held;
     bool last = false;  // the release ends the hold (count 1), not an inner re-entry
 };
 
 // The flow: find this thread's hold (L10), then either the hold is gone with the closed client,
 // or the release script runs and its answer is applied.
-void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
-    const std::string owner = owner_of_this_thread();
-    Release rel{side, checked, owner, hold_id(side.hold_key(), owner)};
+void RedisLockClient::Impl::release(const LockSide& side, bool checked, OwnerKey owner_key) {
+    const std::string owner = owner_of(owner_key);
+    Release rel{side, checked, owner, hold_id(side.hold_key(), owner), owner_key.movable};
     bool client_closed = false;
     if (!find_release_target(rel, client_closed)) return;
     if (client_closed) {
@@ -109,7 +110,7 @@ bool RedisLockClient::Impl::lost_before_failed_release(Release& rel, const std::
     std::optional<LockLoss> loss;
     {
         MutexLock lock(mutex);
-        if (!rel.held->lost && SteadyClock::now() < rel.held->valid_until) return false;
+        if (!rel.held->lost && SteadyClock::now() < rel.held->ends_at()) return false;
         loss = mark_lost_locked(*rel.held, LockLossReason::Unreachable,
                                 std::string("its validity ended before unlock; the release failed: ") + failure.what());
     }
@@ -145,13 +146,15 @@ void RedisLockClient::Impl::forget(Release& rel) {
 
 // The error of a checked unlock of a lost hold; the std guard's unlock that follows is absorbed.
 LockLostError RedisLockClient::Impl::lost_error(Release& rel) {
+    LockLossReason reason = LockLossReason::Expired;
     {
         MutexLock lock(mutex);
-        absorb_one_unlock.insert(rel.hid);
+        if (!rel.movable) absorb_one_unlock.insert(rel.hid);
+        reason = rel.held->loss_reason;
     }
-    return LockLostError("lock '" + rel.side.name() + "': unlock of a " + rel.side.kind() +
-                         " hold that was lost (lease ran out, server restarted or client destroyed); "
-                         "the critical section was not protected to its end");
+    return LockLostError("lock '" + rel.side.name() + "': unlock of a " + rel.side.kind() + " hold that was lost (" +
+                         std::string(to_string(reason)) +
+                         "); the critical section was not protected to its end");
 }
 
 }  // namespace lockstep

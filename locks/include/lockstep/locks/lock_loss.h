@@ -34,6 +34,9 @@ enum class LockLossReason {
     // being acquired: the promoted replica may never have received the key (RACES L8), so the
     // hold cannot be known safe, even if the key did make it across.
     Failover,
+    // The hold reached LockOptions::max_hold: it was ended (given back to the server) and its
+    // stop token requested, whether or not its owner was done (ShedLock's lock-at-most-for).
+    MaxHoldReached,
 };
 
 std::string_view to_string(LockLossReason r) noexcept;
