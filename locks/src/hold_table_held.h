@@ -26,7 +26,8 @@ public:
         : s_(std::move(s)), hold_(std::move(hold)), owner_(owner) {}
     void release(UnlockMode mode) override { s_->table.unlock(*s_, hold_->name, hold_->kind, mode, owner_); }
     bool lost() const override { return hold_->lost_or_expired(); }
-    FenceToken fence_token() const override { return hold_->token; }
+    // Read holds have no token (distributed_read_write_lock.h), whatever the backend keeps.
+    FenceToken fence_token() const override { return hold_->kind == HoldKind::Read ? 0 : hold_->token; }
     std::stop_token stop_token() const override { return hold_->stop.get_token(); }
     const std::string& name() const noexcept override { return hold_->name; }
 

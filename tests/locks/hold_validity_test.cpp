@@ -12,6 +12,7 @@
 #include <chrono>
 #include <future>
 #include <string>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -251,6 +252,63 @@ TEST(HoldValidityTest, AnAcquisitionThatEndsAfterTheCloseIsGivenBack) {
     EXPECT_EQ(outcome, "closed");
     EXPECT_EQ(backend.releases.load(), 1) << "the lock got after the close was not given back";
     EXPECT_EQ(table.count("g", HoldKind::Mutex), 0);
+}
+
+// max_hold at the table: a hold valid for a whole lease is ended at its cap all the same, by the
+// expiry thread: reported once (MaxHoldReached), given back (abandon), never released by the
+// owner's unlock afterwards, which throws LockLostError naming the reason.
+TEST(HoldValidityTest, AHoldIsEndedAtItsMaxHoldThoughItsLeaseRunsOn) {
+    StandIn backend;
+    Reported lock;
+    HoldTable table("t6", nullptr, backend);
+    LockOptions o = lease_of(30s);
+    o.max_hold = 100ms;
+    o.on_lost = lock.callback();
+    ASSERT_TRUE(table.lock(backend, "h", HoldKind::Mutex, SteadyTime::max(), o));
+    auto hold = table.find("h", HoldKind::Mutex);
+    const SteadyTime cap = hold->cap;
+    EXPECT_EQ(hold->ends_at(), cap);
+    const std::stop_token stop = hold->stop.get_token();
+    ASSERT_TRUE(eventually([&] { return lock.count() == 1; }, 5s, 1ms)) << "max_hold never ended the hold";
+    {
+        MutexLock g(lock.mu);
+        EXPECT_EQ(lock.losses[0].reason, LockLossReason::MaxHoldReached);
+        EXPECT_GE(lock.at[0], cap);
+    }
+    EXPECT_TRUE(stop.stop_requested());
+    EXPECT_TRUE(eventually([&] { return backend.abandons.load() == 1; }, 5s, 1ms)) << "the capped hold was not given back";
+    try {
+        table.unlock(backend, "h", HoldKind::Mutex, UnlockMode::Throw);
+        ADD_FAILURE() << "unlock_checked of a capped hold did not throw";
+    } catch (const LockLostError& e) {
+        EXPECT_NE(std::string(e.what()).find("max hold reached"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(backend.releases.load(), 0);
+    EXPECT_EQ(lock.count(), 1u);
+}
+
+// Owner keys: a movable owner's hold of a name is not the calling thread's (no re-entry, its own
+// token), and after its checked unlock threw LockLostError nothing is absorbed for it (it
+// releases once; a std guard's second unlock exists only for threads).
+TEST(HoldValidityTest, AMovableOwnersHoldIsKeptApartFromTheThreadsHold) {
+    StandIn backend;
+    HoldTable table("t7", nullptr, backend);
+    ASSERT_TRUE(table.lock(backend, "m", HoldKind::Mutex, SteadyTime::max(), lease_of(30s)));
+    const auto owner = locks_detail::OwnerKey::new_movable();
+    EXPECT_NE(owner.number, locks_detail::this_thread_number());
+    ASSERT_TRUE(table.lock(backend, "m", HoldKind::Mutex, SteadyTime::max(), lease_of(30s), owner));
+    EXPECT_EQ(backend.acquires.load(), 2) << "the movable owner re-entered the thread's hold";
+    auto mine = table.find("m", HoldKind::Mutex);
+    auto movable = table.find("m", HoldKind::Mutex, owner);
+    ASSERT_TRUE(mine && movable);
+    EXPECT_NE(mine, movable);
+    EXPECT_LT(mine->token, movable->token);
+    EXPECT_TRUE(movable->movable);
+    table.report_lost(movable, LockLossReason::Expired, "forced");
+    EXPECT_FALSE(mine->lost.load());
+    EXPECT_THROW(table.unlock(backend, "m", HoldKind::Mutex, UnlockMode::Throw, owner), LockLostError);
+    EXPECT_THROW(table.unlock(backend, "m", HoldKind::Mutex, UnlockMode::Report, owner), NotOwnerError);
+    EXPECT_NO_THROW(table.unlock(backend, "m", HoldKind::Mutex, UnlockMode::Throw));
 }
 
 }  // namespace
