@@ -210,6 +210,7 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     hold->kind = kind;
     hold->thread = owner.number;
     hold->movable = owner.movable;
+    if (owner.movable) hold->stop = std::stop_source();
     hold->owner = id_ + ":" + std::to_string(hold->thread);
     hold->lease = options.lease;
     hold->renew = options.renew;

@@ -51,7 +51,8 @@ struct OwnerKey {
 
 enum class HoldKind { Mutex = 0, Write = 1, Read = 2 };
 
-// One thread's hold of one lock (name + kind) of one service.
+// One owner's hold (a thread's or a movable Hold's, OwnerKey) of one lock (name + kind) of one
+// service.
 struct Hold {
     std::string name;
     HoldKind kind = HoldKind::Mutex;
@@ -74,7 +75,8 @@ struct Hold {
     // LockOptions::max_hold: the hold ends (MaxHoldReached) at this instant; max: no cap.
     SteadyTime cap = SteadyTime::max();
     // Requested when the hold is reported lost (report_lost), for a movable Hold's stop_token().
-    std::stop_source stop;
+    // No stop state for a thread's hold (nothing reads it).
+    std::stop_source stop{std::nostopstate};
     std::atomic<LockLossReason> loss_reason{LockLossReason::Expired};  // set by report_lost
     // When the hold ends unless a renewal extends its validity first.
     SteadyTime ends_at() const { return std::min(valid_until.load(), cap); }

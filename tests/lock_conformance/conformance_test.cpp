@@ -596,6 +596,8 @@ TYPED_TEST(LockConformance, AHoldsStopTokenIsRequestedWhenItIsLost) {
     std::cout << "[ measure ] " << TypeParam::name << ": a Hold's stop token requested " << ms_since(t0)
               << " ms after the forced loss\n";
     EXPECT_TRUE(h.lost());
+    // The token is requested first, then the on_lost callbacks run on the same thread.
+    EXPECT_TRUE(eventually([&] { return losses.load() == 1; }, 10s)) << "on_lost did not run";
     EXPECT_EQ(losses.load(), 1);
     std::thread([&] { EXPECT_THROW(h.release_checked(), LockLostError); }).join();
     EXPECT_FALSE(h.held());
@@ -634,6 +636,7 @@ TYPED_TEST(LockConformance, AHoldThatReachesMaxHoldIsEndedAndTheRivalGetsTheLock
     EXPECT_GE(stopped_ms, 295);
     EXPECT_TRUE(rival_got) << "the lock was not given back at max_hold";
     EXPECT_TRUE(h.lost());
+    EXPECT_TRUE(eventually([&] { return capped.load() == 1; }, 10s)) << "on_lost did not run at max_hold";
     EXPECT_EQ(capped.load(), 1);
     EXPECT_EQ(other_losses.load(), 0);
     try {

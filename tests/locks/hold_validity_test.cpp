@@ -264,11 +264,13 @@ TEST(HoldValidityTest, AHoldIsEndedAtItsMaxHoldThoughItsLeaseRunsOn) {
     LockOptions o = lease_of(30s);
     o.max_hold = 100ms;
     o.on_lost = lock.callback();
-    ASSERT_TRUE(table.lock(backend, "h", HoldKind::Mutex, SteadyTime::max(), o));
-    auto hold = table.find("h", HoldKind::Mutex);
+    const auto owner = locks_detail::OwnerKey::new_movable();  // a movable hold: it has a stop state
+    ASSERT_TRUE(table.lock(backend, "h", HoldKind::Mutex, SteadyTime::max(), o, owner));
+    auto hold = table.find("h", HoldKind::Mutex, owner);
     const SteadyTime cap = hold->cap;
     EXPECT_EQ(hold->ends_at(), cap);
     const std::stop_token stop = hold->stop.get_token();
+    ASSERT_TRUE(stop.stop_possible());
     ASSERT_TRUE(eventually([&] { return lock.count() == 1; }, 5s, 1ms)) << "max_hold never ended the hold";
     {
         MutexLock g(lock.mu);
@@ -278,7 +280,7 @@ TEST(HoldValidityTest, AHoldIsEndedAtItsMaxHoldThoughItsLeaseRunsOn) {
     EXPECT_TRUE(stop.stop_requested());
     EXPECT_TRUE(eventually([&] { return backend.abandons.load() == 1; }, 5s, 1ms)) << "the capped hold was not given back";
     try {
-        table.unlock(backend, "h", HoldKind::Mutex, UnlockMode::Throw);
+        table.unlock(backend, "h", HoldKind::Mutex, UnlockMode::Throw, owner);
         ADD_FAILURE() << "unlock_checked of a capped hold did not throw";
     } catch (const LockLostError& e) {
         EXPECT_NE(std::string(e.what()).find("max hold reached"), std::string::npos) << e.what();

@@ -148,8 +148,9 @@ struct RedisHold {
     LockLossReason loss_reason = LockLossReason::Expired;  // set with `lost`
     bool movable = false;  // owned by a movable Hold: released once, no absorbed second unlock
     // Requested by report() when the hold is lost (not under the mutex: a stop callback may call
-    // back into the client), for a movable Hold's stop_token().
-    std::stop_source stop;
+    // back into the client), for a movable Hold's stop_token(). A thread's hold has no stop
+    // state (nothing reads it; its allocation would be a cost on every lock()).
+    std::stop_source stop{std::nostopstate};
     // When the hold ends unless a renewal extends its validity first.
     SteadyTime ends_at() const { return std::min(valid_until, cap); }
     bool active = true;  // false once unlocked or forgotten: late renewal results are ignored

@@ -256,6 +256,7 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, Fence
     h->valid_until = locks_detail::valid_until_from(sent, settings.lease);
     h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
     h->movable = a.movable;
+    if (a.movable) h->stop = std::stop_source();
     stats.acquired.fetch_add(1);
     h->acquired_at = SteadyClock::now();
     if (settings.max_hold) {

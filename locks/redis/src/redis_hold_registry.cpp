@@ -20,8 +20,8 @@
 //  - Destruction (close()) releases and reports every live hold in one pipeline and refuses new
 //    calls (Impl::Use); HoldTable has no closing state.
 //  - Counters (LockClientStats) and the hold-time / acquire-latency histograms are kept here.
-// What is shared already: the thread numbers (locks_detail::this_thread_number) and the
-// LockLoss vocabulary (lock_loss.h).
+// What is shared already: the owner numbers (locks_detail::OwnerKey: a thread's, or a movable
+// Hold's, redis_movable_hold.cpp) and the LockLoss vocabulary (lock_loss.h).
 #include <utility>
 
 #include "hold_table.h"  // locks_detail::this_thread_number

@@ -52,7 +52,8 @@ enum class UnlockMode { Report, Throw };
 struct LockLoss {
     std::string name;   // lock name as given to the lock
     std::string key;    // the backend's name of the hold: Redis key, ZooKeeper node, MySQL lock name
-    std::string owner;  // the backend's owner id of the hold ("<client id>:<thread number>")
+    std::string owner;  // the backend's owner id of the hold ("<client id>:<owner number>": a
+                        // thread's number, or a movable Hold's, hold.h)
     LockLossReason reason = LockLossReason::Expired;
     std::string message;  // human-readable detail
 };

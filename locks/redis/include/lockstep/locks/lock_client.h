@@ -4,7 +4,8 @@
 // It owns
 //   - a random client id; the owner of a hold is "<client id>:<thread number>", where thread
 //     numbers are never reused within a process (unlike pthread ids), so a new thread cannot
-//     "re-enter" a hold left behind by a dead one;
+//     "re-enter" a hold left behind by a dead one; a movable Hold (hold.h) has a number of its
+//     own from the same sequence;
 //   - the hold registry: which thread of this process holds which lock, how often (reentrant
 //     count), with which fencing token, and whether the hold was lost;
 //   - the watchdog thread (L5): it renews every renewed hold of this client at lease/3, all

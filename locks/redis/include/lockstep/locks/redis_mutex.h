@@ -12,7 +12,8 @@
 //
 // Semantics (details and the races each step closes in docs/locks.md):
 //   - One acquire script and one release script (L1-L4). The hold is a Redis hash field
-//     owner -> count; the owner is "<client id>:<thread number>" (RedisLockClient).
+//     owner -> count; the owner is "<client id>:<thread number>" (RedisLockClient), or
+//     "<client id>:<number>" of a movable Hold (acquire(), docs/holds.md).
 //   - Reentrant (L6): the thread that holds it may lock it again (through this or any other
 //     RedisMutex object of the same client and name); it is free after as many unlocks.
 //   - Lease: `lease` (default 30 s) renewed by the client's watchdog every lease/3 while held
