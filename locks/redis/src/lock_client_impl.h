@@ -203,6 +203,9 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     struct Release;
     bool find_release_target(Release& rel, bool& client_closed) EXCLUDES(mutex);
     void found_gone_at_unlock(Release& rel) EXCLUDES(mutex);
+    // max_hold: true when the hold was ended by its cap (reported now if the watchdog has not
+    // got to it yet); its release is then a last release and a loss.
+    bool past_cap(Release& rel) EXCLUDES(mutex);
     // A release that failed (`failure`) of a hold already lost or past its validity: reported
     // as the loss it is; true when it was (then a checked unlock threw LockLostError).
     bool lost_before_failed_release(Release& rel, const std::exception& failure) EXCLUDES(mutex);

@@ -45,10 +45,12 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked, OwnerKey
         }
     } end_use{*this};  // the Use that find_release_target() took
 
+    const bool capped = past_cap(rel);
     fault::point(side.fault_points().before_release);
     int answer = 0;
     try {
-        answer = side.release(owner, rel.last);
+        // A capped hold ends whatever its count: the watchdog's release may not have run yet.
+        answer = side.release(owner, rel.last || capped);
     } catch (const std::exception& e) {
         // Past its validity the hold was lost before this unlock, whatever the release's error
         // says (a partitioned holder whose new connections are refused): reported as a loss,
@@ -66,6 +68,13 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked, OwnerKey
     }
     fault::point(side.fault_points().after_release);
     if (answer == 0) return found_gone_at_unlock(rel);
+    if (capped) {
+        // Given back by this release rather than by the watchdog's: a loss all the same (reported).
+        stats.unlocks_of_lost_holds.fetch_add(1);
+        forget(rel);
+        if (checked) throw lost_error(rel);
+        return;
+    }
     if (rel.last) {
         lock_log(spdlog::level::debug, side.name(), log_tag(side), "released after holding {} ms",
                  elapsed_ms(rel.held->acquired_at));
@@ -104,6 +113,20 @@ void RedisLockClient::Impl::found_gone_at_unlock(Release& rel) {
     forget(rel);
     if (loss) report(rel.held, *loss);
     if (rel.checked) throw lost_error(rel);
+}
+
+bool RedisLockClient::Impl::past_cap(Release& rel) {
+    std::optional<LockLoss> loss;
+    bool capped = false;
+    {
+        MutexLock lock(mutex);
+        if (!rel.held->lost && SteadyClock::now() >= rel.held->cap) {
+            loss = mark_lost_locked(*rel.held, LockLossReason::MaxHoldReached, "max_hold reached before unlock");
+        }
+        capped = rel.held->lost && rel.held->loss_reason == LockLossReason::MaxHoldReached;
+    }
+    if (loss) report(rel.held, *loss);
+    return capped;
 }
 
 bool RedisLockClient::Impl::lost_before_failed_release(Release& rel, const std::exception& failure) {
