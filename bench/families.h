@@ -28,12 +28,15 @@ constexpr int kClusterCycle = 21;  // the 3-master cluster ÷ one node
 constexpr int kClusterHit = 22;
 constexpr int kFairCycle = 23;   // the fair Redis mutex against the same floor
 constexpr int kNearHit = 12;     // 12..15: near hit, near miss, memory per near entry, delivery
+constexpr int kHoldCycle = 24;   // a movable Hold's cycle against lock()/unlock()
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);
 
 #if LOCKSTEP_BENCH_HAS_LOCKS
 void register_lock_cycle(Environment& env, Plan& plan);
+// RedisMutex::acquire() + Hold::release() ÷ lock() + unlock() of the same mutex.
+void register_hold_cycle(Environment& env, Plan& plan);
 // Redlock over 5 independent masters vs the single-node cycle, and the sequential fan-out.
 void register_redlock(Environment& env, Plan& plan);
 void register_handover(Environment& env, Plan& plan);

@@ -115,6 +115,7 @@ int run(int argc, char** argv) {
     register_db_authority(env, plan);
 #if LOCKSTEP_BENCH_HAS_LOCKS
     register_lock_cycle(env, plan);
+    register_hold_cycle(env, plan);
     register_redlock(env, plan);
     register_handover(env, plan);
     register_oversell(env, plan);
@@ -125,6 +126,7 @@ int run(int argc, char** argv) {
     const std::string no_locks = "lockstep was built without its locks layer (LOCKSTEP_DEV_LAYERS)";
     plan.add_not_built(row_order::kLockCycle, "uncontended lock cycle", "≤ 1.15×", no_locks);
     plan.add_not_built(row_order::kFairCycle, "redis-fair: uncontended lock cycle", "≤ 1.15×", no_locks);
+    plan.add_not_built(row_order::kHoldCycle, "movable Hold cycle", "≤ 1.05×", no_locks);
     plan.add_not_built(row_order::kRedlock, "Redlock lock cycle, 5 masters", "≤ 1.3×", no_locks);
     plan.add_not_built(row_order::kHandover, "contended hand-over", "≥ 0.8×", no_locks);
     plan.add_not_built(row_order::kOversell, "segmented oversell", "≥ 4×", no_locks);

@@ -30,11 +30,15 @@ std::string log_tag(const HoldBackend& backend, HoldKind kind) {
 
 }  // namespace
 
+// One sequence for threads and movable holds: an owner number is never anybody else's.
+std::atomic<std::uint64_t> next_owner_number{1};
+
 std::uint64_t this_thread_number() {
-    static std::atomic<std::uint64_t> next{1};
-    thread_local const std::uint64_t mine = next.fetch_add(1);
+    thread_local const std::uint64_t mine = next_owner_number.fetch_add(1);
     return mine;
 }
+
+OwnerKey OwnerKey::new_movable() { return {next_owner_number.fetch_add(1), true}; }
 
 std::string random_hex_id() {
     thread_local std::mt19937_64 rng = [] {
@@ -48,8 +52,14 @@ std::string random_hex_id() {
     return s;
 }
 
-HoldTable::HoldTable(std::string service_id, std::function<void(const LockLoss&)> service_on_lost)
-    : id_(std::move(service_id)), service_on_lost_(std::move(service_on_lost)) {}
+HoldTable::HoldTable(std::string service_id, std::function<void(const LockLoss&)> service_on_lost,
+                     HoldBackend& backend)
+    : id_(std::move(service_id)), service_on_lost_(std::move(service_on_lost)), backend_(backend) {}
+
+LockLossReason HoldTable::end_reason(const Hold& hold, SteadyTime now) {
+    if (now >= hold.cap) return LockLossReason::MaxHoldReached;
+    return hold.renew ? LockLossReason::Unreachable : LockLossReason::LeaseEnded;
+}
 
 HoldTable::~HoldTable() { stop_expiry(); }
 
@@ -88,15 +98,24 @@ void HoldTable::expiry_loop() {
     while (!expiry_stopping_) {
         const SteadyTime now = SteadyClock::now();
         SteadyTime next = SteadyTime::max();
-        std::vector<std::shared_ptr<Hold>> due;
+        std::vector<std::shared_ptr<Hold>> due, capped;
         for (const auto& [k, h] : holds_) {
             if (h->lost.load()) continue;
-            const SteadyTime v = h->valid_until.load();
-            if (v <= now) due.push_back(h);
+            const SteadyTime v = h->ends_at();
+            if (h->cap <= now) capped.push_back(h);
+            else if (v <= now) due.push_back(h);
             else next = std::min(next, v);
         }
-        if (!due.empty()) {
+        if (!due.empty() || !capped.empty()) {
             g.unlock();
+            // max_hold: reported first (lost() and the stop token turn at the cap), then given
+            // back, so the server frees the lock now rather than a lease later (or never: a
+            // ZooKeeper node or an in-memory hold has no lease). The owner's release then finds
+            // it lost and reports that.
+            for (const auto& h : capped) {
+                report_lost(h, LockLossReason::MaxHoldReached, "max_hold reached: the hold was ended");
+            }
+            for (const auto& h : capped) backend_.abandon(*h);
             for (const auto& h : due) {
                 if (h->renew) {
                     report_lost(h, LockLossReason::Unreachable,
@@ -117,13 +136,13 @@ void HoldTable::expiry_loop() {
     }
 }
 
-HoldTable::Key HoldTable::key_of(const std::string& name, HoldKind kind) {
-    return {name, static_cast<int>(kind), this_thread_number()};
+HoldTable::Key HoldTable::key_of(const std::string& name, HoldKind kind, OwnerKey owner) {
+    return {name, static_cast<int>(kind), owner.number};
 }
 
-std::shared_ptr<Hold> HoldTable::find(const std::string& name, HoldKind kind) const {
+std::shared_ptr<Hold> HoldTable::find(const std::string& name, HoldKind kind, OwnerKey owner) const {
     MutexLock g(mu_);
-    auto it = holds_.find(key_of(name, kind));
+    auto it = holds_.find(key_of(name, kind, owner));
     return it == holds_.end() ? nullptr : it->second;
 }
 
@@ -175,13 +194,12 @@ void HoldTable::close(HoldBackend& backend) {
 }
 
 bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kind, SteadyTime deadline,
-                     const LockOptions& options) {
+                     const LockOptions& options, OwnerKey owner) {
     throw_if_closed();
-    if (auto h = find(name, kind)) {
+    if (auto h = find(name, kind, owner)) {
         // Re-entry (L6) never goes to the backend; a hold known lost is not silently re-entered.
         if (h->lost_or_expired()) {
-            report_lost(h, h->renew ? LockLossReason::Unreachable : LockLossReason::LeaseEnded,
-                        "its validity ended before a re-entry");
+            report_lost(h, end_reason(*h, SteadyClock::now()), "its validity ended before a re-entry");
             throw LockLostError("lock '" + name + "': re-entering a hold that was lost");
         }
         ++h->count;
@@ -190,7 +208,9 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
     auto hold = std::make_shared<Hold>();
     hold->name = name;
     hold->kind = kind;
-    hold->thread = this_thread_number();
+    hold->thread = owner.number;
+    hold->movable = owner.movable;
+    if (owner.movable) hold->stop = std::stop_source();
     hold->owner = id_ + ":" + std::to_string(hold->thread);
     hold->lease = options.lease;
     hold->renew = options.renew;
@@ -219,12 +239,13 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
                  hold->token);
     }
     hold->acquired_at = SteadyClock::now();
+    if (options.max_hold) hold->cap = hold->acquired_at + *options.max_hold;
     hold->count = 1;
     bool registered = false;
     {
         MutexLock g(mu_);
         if (!closed_.load()) {
-            const Key k = key_of(name, kind);
+            const Key k = key_of(name, kind, owner);
             unlocked_after_loss_.erase(k);
             holds_[k] = hold;
             registered = true;
@@ -242,12 +263,13 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
         throw_closed();
     }
     backend.registered(*hold);
-    wake_expiry_for(hold->valid_until.load());
+    wake_expiry_for(hold->ends_at());
     return true;
 }
 
-void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind kind, UnlockMode mode) {
-    const Key k = key_of(name, kind);
+void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind kind, UnlockMode mode,
+                       OwnerKey owner) {
+    const Key k = key_of(name, kind, owner);
     std::shared_ptr<Hold> hold;
     {
         MutexLock g(mu_);
@@ -264,10 +286,10 @@ void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind k
         }
         holds_.erase(it);
     }
-    if (!hold->lost.load() && SteadyClock::now() >= hold->valid_until.load()) {
-        // Past its validity the lock may be someone else's: reported, then released as a lost hold.
-        report_lost(hold, hold->renew ? LockLossReason::Unreachable : LockLossReason::LeaseEnded,
-                    "its validity ended before unlock");
+    if (const SteadyTime now = SteadyClock::now(); !hold->lost.load() && now >= hold->ends_at()) {
+        // Past its validity (or its cap) the lock may be someone else's: reported, then released
+        // as a lost hold.
+        report_lost(hold, end_reason(*hold, now), "its validity ended before unlock");
     }
     if (!hold->lost.load()) {
         bool released = false;
@@ -293,16 +315,19 @@ void HoldTable::unlock(HoldBackend& backend, const std::string& name, HoldKind k
         logger()->warn("lock '{}' was lost before unlock ({}); reported to on_lost, not thrown", name, hold->key);
         return;
     }
-    {
+    if (!owner.movable) {
         MutexLock g(mu_);
         unlocked_after_loss_.insert(k);
     }
-    throw LockLostError("lock '" + name + "' was lost before unlock (" + hold->key + ")");
+    throw LockLostError("lock '" + name + "' was lost before unlock (" + std::string(to_string(hold->loss_reason.load())) +
+                        ", " + hold->key + ")");
 }
 
 void HoldTable::report_lost(const std::shared_ptr<Hold>& hold, LockLossReason reason, const std::string& message) {
     if (hold->lost.exchange(true)) return;  // once per hold
     losses_.fetch_add(1);
+    hold->loss_reason.store(reason);
+    hold->stop.request_stop();
     LockLoss loss{hold->name, hold->key, hold->owner, reason, message};
     logger()->warn("lock '{}' ({}) lost: {} ({})", loss.name, loss.key, to_string(reason), message);
     for (const auto* cb : {&service_on_lost_, &hold->on_lost}) {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -37,14 +38,27 @@ namespace lockstep::locks_detail {
 // thread must not "re-enter" a dead thread's hold).
 std::uint64_t this_thread_number();
 
+// Who a hold belongs to: the calling thread, or a movable Hold (lockstep/locks/hold.h) whose
+// number is drawn from the same sequence as the threads', so it is never a thread's nor another
+// Hold's. Every backend identifies a hold's owner on the server by this number (Hold::thread,
+// Hold::owner), so a movable hold is another owner to it, whichever thread acts for it.
+struct OwnerKey {
+    std::uint64_t number = 0;
+    bool movable = false;
+    static OwnerKey this_thread() { return {this_thread_number(), false}; }
+    static OwnerKey new_movable();
+};
+
 enum class HoldKind { Mutex = 0, Write = 1, Read = 2 };
 
-// One thread's hold of one lock (name + kind) of one service.
+// One owner's hold (a thread's or a movable Hold's, OwnerKey) of one lock (name + kind) of one
+// service.
 struct Hold {
     std::string name;
     HoldKind kind = HoldKind::Mutex;
-    std::uint64_t thread = 0;
-    std::string owner;     // "<service id>:<thread number>"
+    std::uint64_t thread = 0;  // the owner's number (OwnerKey): a thread's or a movable Hold's
+    bool movable = false;      // owned by a movable Hold, not a thread
+    std::string owner;     // "<service id>:<owner number>"
     std::string key;       // the backend's name of the hold (node path, lock name)
     int count = 0;         // reentrant count; touched by the owning thread only
     FenceToken token = 0;  // 0 for read holds
@@ -58,7 +72,15 @@ struct Hold {
     // first (HoldTable::extend). SteadyTime::max(): bounded by the backend's own evidence only
     // (the in-memory backend). Set by the backend's acquire before the hold is registered.
     std::atomic<SteadyTime> valid_until{SteadyTime::max()};
-    bool lost_or_expired() const { return lost.load() || SteadyClock::now() >= valid_until.load(); }
+    // LockOptions::max_hold: the hold ends (MaxHoldReached) at this instant; max: no cap.
+    SteadyTime cap = SteadyTime::max();
+    // Requested when the hold is reported lost (report_lost), for a movable Hold's stop_token().
+    // No stop state for a thread's hold (nothing reads it).
+    std::stop_source stop{std::nostopstate};
+    std::atomic<LockLossReason> loss_reason{LockLossReason::Expired};  // set by report_lost
+    // When the hold ends unless a renewal extends its validity first.
+    SteadyTime ends_at() const { return std::min(valid_until.load(), cap); }
+    bool lost_or_expired() const { return lost.load() || SteadyClock::now() >= ends_at(); }
     SteadyTime acquired_at{};                      // for the log line of its release
 };
 
@@ -87,7 +109,9 @@ public:
 // on_lost fires on time even while the backend's renewal hangs on a silent network.
 class HoldTable {
 public:
-    HoldTable(std::string service_id, std::function<void(const LockLoss&)> service_on_lost);
+    // `backend` (the service's own, which owns this table) gives back the holds that reach their
+    // max_hold.
+    HoldTable(std::string service_id, std::function<void(const LockLoss&)> service_on_lost, HoldBackend& backend);
     ~HoldTable();
     HoldTable(const HoldTable&) = delete;
     HoldTable& operator=(const HoldTable&) = delete;
@@ -96,19 +120,26 @@ public:
 
     // The acquire flow: re-entry (count + 1; LockLostError if the hold is known lost), or a new
     // acquisition through `backend`, registered on success. False when `deadline` passed.
+    // `owner`: the calling thread, or a movable Hold (never re-entered: its number is new).
     bool lock(HoldBackend& backend, const std::string& name, HoldKind kind, SteadyTime deadline,
-              const LockOptions& options) EXCLUDES(mu_);
+              const LockOptions& options, OwnerKey owner = OwnerKey::this_thread()) EXCLUDES(mu_);
     // The release flow: NotOwnerError without a hold (unless the last unlock of this lock by this
-    // thread threw LockLostError: then a no-op, for std guards). A lost hold or a failed release:
+    // thread threw LockLostError: then a no-op, for std guards; never for a movable owner, which
+    // releases once). A lost hold or a failed release:
     // with UnlockMode::Report logged and returned (the loss was reported to on_lost already),
     // with UnlockMode::Throw LockLostError or the backend's error.
-    void unlock(HoldBackend& backend, const std::string& name, HoldKind kind, UnlockMode mode) EXCLUDES(mu_);
+    void unlock(HoldBackend& backend, const std::string& name, HoldKind kind, UnlockMode mode,
+                OwnerKey owner = OwnerKey::this_thread()) EXCLUDES(mu_);
 
-    std::shared_ptr<Hold> find(const std::string& name, HoldKind kind) const EXCLUDES(mu_);  // this thread's
+    // `owner`'s hold (by default the calling thread's).
+    std::shared_ptr<Hold> find(const std::string& name, HoldKind kind, OwnerKey owner = OwnerKey::this_thread()) const
+        EXCLUDES(mu_);
     int count(const std::string& name, HoldKind kind) const;
     bool lost(const std::string& name, HoldKind kind) const;
     // REQUIRES: held (NotOwnerError otherwise).
     FenceToken token(const std::string& name, HoldKind kind) const;
+    // The reason a hold found past its end (ends_at) without a report is lost.
+    static LockLossReason end_reason(const Hold& hold, SteadyTime now);
 
     // Every hold registered now (any thread), e.g. for a watchdog or a session-expiry handler.
     std::vector<std::shared_ptr<Hold>> all() const EXCLUDES(mu_);
@@ -142,9 +173,10 @@ public:
 
 private:
     using Key = std::tuple<std::string, int, std::uint64_t>;
-    static Key key_of(const std::string& name, HoldKind kind);
+    static Key key_of(const std::string& name, HoldKind kind, OwnerKey owner);
     std::string id_;
     std::function<void(const LockLoss&)> service_on_lost_;
+    HoldBackend& backend_;
     mutable Mutex mu_;
     std::map<Key, std::shared_ptr<Hold>> holds_ GUARDED_BY(mu_);
     std::set<Key> unlocked_after_loss_ GUARDED_BY(mu_);  // the next unlock of these is a no-op (std guards)

@@ -2,7 +2,7 @@
 // MySQL, ZooKeeper, Redlock). The lock is the Mutex hold of `name` in `State::table`, acquired
 // and released through the State (the backend's HoldBackend), so a new backend writes its
 // acquire/release/abandon and gets the standard lock operations, reentrancy, loss reporting and
-// the typed errors from here and hold_table.h, once.
+// the typed errors from here and hold_table.h, once; and movable holds (hold_table_held.h).
 #pragma once
 
 #include <memory>
@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "hold_table.h"
+#include "hold_table_held.h"
 #include "lockstep/core/error.h"
 #include "lockstep/locks/distributed_mutex.h"
 
@@ -33,6 +34,10 @@ public:
         return s_->table.lock(*s_, name_, HoldKind::Mutex, deadline, o_);
     }
     void unlock_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Mutex, mode); }
+    lockstep::Hold acquire() override { return acquire_movable_or_throw(s_, name_, HoldKind::Mutex, o_, label_); }
+    lockstep::Hold try_acquire_until_steady(SteadyTime deadline) override {
+        return acquire_movable(s_, name_, HoldKind::Mutex, deadline, o_);
+    }
     bool lost() const override { return s_->table.lost(name_, HoldKind::Mutex); }
     int hold_count() const override { return s_->table.count(name_, HoldKind::Mutex); }
     FenceToken fence_token() const override { return s_->table.token(name_, HoldKind::Mutex); }

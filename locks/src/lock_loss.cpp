@@ -18,6 +18,8 @@ std::string_view to_string(LockLossReason r) noexcept {
             return "client closed";
         case LockLossReason::Failover:
             return "failover";
+        case LockLossReason::MaxHoldReached:
+            return "max hold reached";
     }
     return "unknown";
 }

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <shared_mutex>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "counter_file.h"
 #include "eventually.h"
 #include "lockstep/core/names.h"
+#include "lockstep/locks/hold.h"
 #include "lockstep/locks/lock_errors.h"
 #include "lockstep/db/fenced_write.h"
 #include "lockstep/db/mysql_pool.h"
@@ -457,6 +460,226 @@ TYPED_TEST(LockConformance, EveryNameFollowsTheOneNameRule) {
     bool other = true;
     std::thread([&] { other = this->other(*s).make_mutex(longest)->try_lock(); }).join();
     EXPECT_FALSE(other) << "the longest name is one lock";
+}
+
+// ---- Movable holds (lockstep/locks/hold.h, docs/holds.md)
+
+// True once `token` is requested, as its stop callback tells (not polled); false after `bound`.
+bool stop_requested_within(const std::stop_token& token, std::chrono::milliseconds bound) {
+    std::promise<void> requested;
+    auto done = requested.get_future();
+    std::stop_callback on_stop(token, [&requested] { requested.set_value(); });
+    return done.wait_for(bound) == std::future_status::ready;
+}
+
+// A Hold is owned by no thread: acquired here, released by another thread, and while it is held
+// nobody else gets the lock (another service, another thread, nor the thread that made it).
+TYPED_TEST(LockConformance, AHoldMovedToAnotherThreadIsReleasedThereAndTheRivalGetsTheLockAfter) {
+    auto s = this->open();
+    auto m = s->make_mutex("moved");
+    auto rival = this->other(*s).make_mutex("moved");
+    Hold h = m->acquire();
+    ASSERT_TRUE(h.held());
+    EXPECT_EQ(h.name(), "moved");
+    const FenceToken token = h.fence_token();
+    EXPECT_GT(token, 0);
+    EXPECT_FALSE(h.lost());
+    EXPECT_FALSE(m->try_lock()) << "the thread that made the Hold does not own it";
+    EXPECT_EQ(m->hold_count(), 0);
+    bool rival_got = true;
+    std::thread([&] { rival_got = rival->try_lock(); }).join();
+    EXPECT_FALSE(rival_got) << "a rival got the lock while a Hold held it";
+
+    std::promise<void> released;
+    std::thread worker([h = std::move(h), &released]() mutable {
+        h.release_checked();
+        EXPECT_FALSE(h.held());
+        released.set_value();
+    });
+    EXPECT_FALSE(h.held()) << "a moved-from Hold is empty";
+    released.get_future().wait();
+    worker.join();
+    std::thread([&] {
+        rival_got = rival->try_lock_for(5s);
+        if (rival_got) {
+            EXPECT_GT(rival->fence_token(), token);
+            rival->unlock();
+        }
+    }).join();
+    EXPECT_TRUE(rival_got) << "the lock stayed taken after the Hold was released on another thread";
+}
+
+// The empty Hold (moved from, released, a failed try_acquire): release() and release_checked()
+// throw NotOwnerError, fence_token() too; lost() is false and its stop token has no stop state.
+TYPED_TEST(LockConformance, AnEmptyHoldRefusesReleaseWithNotOwnerError) {
+    auto s = this->open();
+    auto m = s->make_mutex("empty");
+    Hold h = m->acquire();
+    Hold moved = std::move(h);
+    Hold busy = m->try_acquire();  // a second owner of a held lock: nothing acquired
+    for (Hold* empty : {&h, &busy}) {
+        EXPECT_FALSE(empty->held());
+        EXPECT_THROW(empty->release(), NotOwnerError);
+        EXPECT_THROW(empty->release_checked(), NotOwnerError);
+        EXPECT_THROW((void)empty->fence_token(), NotOwnerError);
+        EXPECT_FALSE(empty->lost());
+        EXPECT_FALSE(empty->stop_token().stop_possible());
+    }
+    ASSERT_TRUE(moved.held());
+    moved.release();
+    EXPECT_FALSE(moved.held());
+    EXPECT_THROW(moved.release(), NotOwnerError) << "a second release of the same Hold";
+}
+
+// Reentrancy: a Hold is never re-entered. Every acquisition is a new owner with a new token; a
+// thread's lock() and a Hold of the same name exclude each other both ways.
+TYPED_TEST(LockConformance, AHoldIsNeverReentrantAndItsTokensIncrease) {
+    auto s = this->open();
+    auto m = s->make_mutex("nore");
+    auto same = s->make_mutex("nore");
+    FenceToken last = 0;
+    for (int i = 0; i < 3; ++i) {
+        Hold h = (i % 2 ? *m : *same).acquire();
+        EXPECT_GT(h.fence_token(), last);
+        last = h.fence_token();
+        EXPECT_FALSE(m->try_acquire().held()) << "a second Hold of a held lock";
+        EXPECT_FALSE(same->try_acquire_for(50ms).held()) << "a timed second Hold of a held lock";
+        h.release_checked();
+    }
+    m->lock();
+    EXPECT_FALSE(m->try_acquire().held()) << "a Hold re-entered the thread's lock()";
+    m->unlock();
+    Hold h = m->acquire();
+    EXPECT_GT(h.fence_token(), last);
+    EXPECT_FALSE(m->try_lock()) << "lock() re-entered a Hold made by the same thread";
+}
+
+// The destructor of a Hold still held releases it; move-assigning over a held Hold too.
+TYPED_TEST(LockConformance, ADestroyedOrOverwrittenHoldReleasesItsLock) {
+    auto s = this->open();
+    auto m = s->make_mutex("dtor");
+    auto rival = this->other(*s).make_mutex("dtor");
+    const auto rival_gets_it = [&] {
+        bool got = false;
+        std::thread([&] {
+            got = rival->try_lock_for(5s);
+            if (got) rival->unlock();
+        }).join();
+        return got;
+    };
+    { Hold h = m->acquire(); }
+    EXPECT_TRUE(rival_gets_it()) << "the destructor did not release the Hold";
+    auto other_name = s->make_mutex("dtor2");
+    Hold h = m->acquire();
+    h = other_name->acquire();  // the first Hold is released here
+    EXPECT_TRUE(rival_gets_it()) << "move assignment did not release the Hold it replaced";
+    EXPECT_EQ(h.name(), "dtor2");
+}
+
+// A lost Hold (forced the way the backend loses holds) requests its stop token, reports the
+// loss once, and release_checked() throws LockLostError.
+TYPED_TEST(LockConformance, AHoldsStopTokenIsRequestedWhenItIsLost) {
+    std::atomic<int> losses{0};
+    LockOptions lo = this->traits_.short_lease;
+    lo.on_lost = [&](const LockLoss&) { losses.fetch_add(1); };
+    auto s = this->open();
+    auto m = s->make_mutex("hlost", lo);
+    Hold h = m->acquire();
+    const std::stop_token token = h.stop_token();
+    ASSERT_TRUE(token.stop_possible());
+    EXPECT_FALSE(token.stop_requested());
+    const auto t0 = Clock::now();
+    force_loss(TypeParam::name, *s, this->prefix_, "hlost");
+    ASSERT_TRUE(stop_requested_within(token, this->traits_.kill_bound + 10s)) << "the stop token was never requested";
+    std::cout << "[ measure ] " << TypeParam::name << ": a Hold's stop token requested " << ms_since(t0)
+              << " ms after the forced loss\n";
+    EXPECT_TRUE(h.lost());
+    // The token is requested first, then the on_lost callbacks run on the same thread.
+    EXPECT_TRUE(eventually([&] { return losses.load() == 1; }, 10s)) << "on_lost did not run";
+    EXPECT_EQ(losses.load(), 1);
+    std::thread([&] { EXPECT_THROW(h.release_checked(), LockLostError); }).join();
+    EXPECT_FALSE(h.held());
+    EXPECT_EQ(losses.load(), 1) << "the loss was reported twice";
+    Hold again = m->try_acquire_for(5s);
+    EXPECT_TRUE(again.held()) << "the lock is free again";
+}
+
+// max_hold (ShedLock's lock-at-most-for): at the cap the hold is reported (MaxHoldReached), its
+// stop token requested, and the lock given back: a waiting rival gets it without the owner's
+// release. The owner's release_checked() then throws LockLostError; release() only reports.
+TYPED_TEST(LockConformance, AHoldThatReachesMaxHoldIsEndedAndTheRivalGetsTheLock) {
+    std::atomic<int> capped{0}, other_losses{0};
+    LockOptions lo = this->traits_.short_lease;
+    lo.max_hold = 300ms;
+    lo.on_lost = [&](const LockLoss& l) {
+        (l.reason == LockLossReason::MaxHoldReached ? capped : other_losses).fetch_add(1);
+    };
+    auto s = this->open();
+    auto m = s->make_mutex("capped", lo);
+    auto rival = this->other(*s).make_mutex("capped");
+    const auto t0 = Clock::now();
+    Hold h = m->acquire();
+    bool rival_got = false;
+    double rival_ms = 0;
+    std::thread waiter([&] {
+        rival_got = rival->try_lock_for(10s);
+        rival_ms = ms_since(t0);
+        if (rival_got) rival->unlock();
+    });
+    ASSERT_TRUE(stop_requested_within(h.stop_token(), 10s)) << "max_hold did not request the stop token";
+    const double stopped_ms = ms_since(t0);
+    waiter.join();
+    std::cout << "[ measure ] " << TypeParam::name << ": max_hold 300 ms: stop token at " << stopped_ms
+              << " ms, rival acquired at " << rival_ms << " ms\n";
+    EXPECT_GE(stopped_ms, 295);
+    EXPECT_TRUE(rival_got) << "the lock was not given back at max_hold";
+    EXPECT_TRUE(h.lost());
+    EXPECT_TRUE(eventually([&] { return capped.load() == 1; }, 10s)) << "on_lost did not run at max_hold";
+    EXPECT_EQ(capped.load(), 1);
+    EXPECT_EQ(other_losses.load(), 0);
+    try {
+        h.release_checked();
+        ADD_FAILURE() << "release_checked() of a hold ended by max_hold did not throw";
+    } catch (const LockLostError& e) {
+        EXPECT_NE(std::string(e.what()).find("max hold reached"), std::string::npos) << e.what();
+    }
+    // A thread-owned hold is capped the same way; unlock() reports, never throws.
+    m->lock();
+    EXPECT_TRUE(eventually([&] { return m->lost(); }, 10s)) << "a thread's hold outlived max_hold";
+    EXPECT_NO_THROW(m->unlock());
+    // Reported by the expiry thread or watchdog at the cap, or by the unlock: once either way.
+    EXPECT_TRUE(eventually([&] { return capped.load() == 2; }, 10s));
+    EXPECT_EQ(capped.load(), 2);
+}
+
+// Both sides of the read-write lock as Holds: read Holds share, a write Hold excludes, each is
+// released on another thread.
+TYPED_TEST(LockConformance, ReadAndWriteHoldsAreReleasedOnOtherThreads) {
+    auto s = this->open();
+    if (!s->supports_read_write()) GTEST_SKIP() << TypeParam::name << " has no read-write lock";
+    auto rw = s->make_read_write_lock("rwmoved");
+    auto rival = this->other(*s).make_read_write_lock("rwmoved");
+    Hold r1 = rw->acquire_shared();
+    Hold r2 = rw->acquire_shared();  // the same thread, two read owners: readers share
+    EXPECT_EQ(r1.fence_token(), 0);
+    EXPECT_FALSE(rw->try_acquire().held()) << "a write Hold while reads are held";
+    std::thread([r1 = std::move(r1), r2 = std::move(r2)]() mutable {
+        r1.release_checked();
+        r2.release_checked();
+    }).join();
+    Hold w = rw->try_acquire_for(5s);
+    ASSERT_TRUE(w.held()) << "the read Holds released on another thread left the lock taken";
+    EXPECT_GT(w.fence_token(), 0);
+    bool rival_read = true;
+    std::thread([&] { rival_read = rival->try_lock_shared(); }).join();
+    EXPECT_FALSE(rival_read) << "a reader got in beside a write Hold";
+    EXPECT_FALSE(rw->try_lock_shared()) << "a read by the thread that made the write Hold is not a downgrade";
+    std::thread([w = std::move(w)]() mutable { w.release_checked(); }).join();
+    std::thread([&] {
+        rival_read = rival->try_lock_shared_for(5s);
+        if (rival_read) rival->unlock_shared();
+    }).join();
+    EXPECT_TRUE(rival_read);
 }
 
 }  // namespace

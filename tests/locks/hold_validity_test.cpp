@@ -12,6 +12,7 @@
 #include <chrono>
 #include <future>
 #include <string>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -115,7 +116,7 @@ TEST(HoldValidityTest, ALateAcknowledgementNeverMovesTheValidityBackAndEvidenceN
 TEST(HoldValidityTest, LostTurnsTrueAtValidUntilWithoutAskingTheBackendAndOnLostFiresOnceThen) {
     StandIn backend;
     Reported service, lock;
-    HoldTable table("t1", service.callback());
+    HoldTable table("t1", service.callback(), backend);
     LockOptions o = lease_of(2000ms);
     o.on_lost = lock.callback();
     backend.sent_ago = 1800ms;  // valid for 2000 - 20 - 1800 = 180 ms more
@@ -160,7 +161,7 @@ TEST(HoldValidityTest, LostTurnsTrueAtValidUntilWithoutAskingTheBackendAndOnLost
 TEST(HoldValidityTest, AnAcknowledgedRenewalKeepsTheHoldPastItsFirstValidity) {
     StandIn backend;
     Reported lock;
-    HoldTable table("t2", nullptr);
+    HoldTable table("t2", nullptr, backend);
     LockOptions o = lease_of(2000ms);
     o.on_lost = lock.callback();
     backend.sent_ago = 1900ms;  // the acquisition alone is valid for 80 ms more
@@ -185,7 +186,7 @@ TEST(HoldValidityTest, AnAcknowledgedRenewalKeepsTheHoldPastItsFirstValidity) {
 TEST(HoldValidityTest, AnUnlockPastTheValidityReportsTheLossAndSendsNoRelease) {
     StandIn backend;
     Reported lock;
-    HoldTable table("t3", nullptr);
+    HoldTable table("t3", nullptr, backend);
     LockOptions o = lease_of(1000ms);
     o.on_lost = lock.callback();
     backend.sent_ago = 1000ms;  // already past its validity when acquire returns
@@ -207,7 +208,7 @@ TEST(HoldValidityTest, AnUnlockPastTheValidityReportsTheLossAndSendsNoRelease) {
 TEST(HoldValidityTest, AClosedTableReportsItsHoldsAndRefusesNewLocks) {
     StandIn backend;
     Reported service;
-    HoldTable table("t4", service.callback());
+    HoldTable table("t4", service.callback(), backend);
     ASSERT_TRUE(table.lock(backend, "d", HoldKind::Mutex, SteadyTime::max(), lease_of(30s)));
     ASSERT_TRUE(table.lock(backend, "e", HoldKind::Mutex, SteadyTime::max(), lease_of(30s)));
     table.close(backend);
@@ -233,7 +234,7 @@ TEST(HoldValidityTest, AnAcquisitionThatEndsAfterTheCloseIsGivenBack) {
     StandIn backend;
     std::promise<void> go;
     backend.hold_acquire = go.get_future().share();
-    HoldTable table("t5", nullptr);
+    HoldTable table("t5", nullptr, backend);
     auto acquired = backend.acquiring.get_future();
     std::string outcome = "not done";
     std::thread waiter([&] {
@@ -251,6 +252,65 @@ TEST(HoldValidityTest, AnAcquisitionThatEndsAfterTheCloseIsGivenBack) {
     EXPECT_EQ(outcome, "closed");
     EXPECT_EQ(backend.releases.load(), 1) << "the lock got after the close was not given back";
     EXPECT_EQ(table.count("g", HoldKind::Mutex), 0);
+}
+
+// max_hold at the table: a hold valid for a whole lease is ended at its cap all the same, by the
+// expiry thread: reported once (MaxHoldReached), given back (abandon), never released by the
+// owner's unlock afterwards, which throws LockLostError naming the reason.
+TEST(HoldValidityTest, AHoldIsEndedAtItsMaxHoldThoughItsLeaseRunsOn) {
+    StandIn backend;
+    Reported lock;
+    HoldTable table("t6", nullptr, backend);
+    LockOptions o = lease_of(30s);
+    o.max_hold = 100ms;
+    o.on_lost = lock.callback();
+    const auto owner = locks_detail::OwnerKey::new_movable();  // a movable hold: it has a stop state
+    ASSERT_TRUE(table.lock(backend, "h", HoldKind::Mutex, SteadyTime::max(), o, owner));
+    auto hold = table.find("h", HoldKind::Mutex, owner);
+    const SteadyTime cap = hold->cap;
+    EXPECT_EQ(hold->ends_at(), cap);
+    const std::stop_token stop = hold->stop.get_token();
+    ASSERT_TRUE(stop.stop_possible());
+    ASSERT_TRUE(eventually([&] { return lock.count() == 1; }, 5s, 1ms)) << "max_hold never ended the hold";
+    {
+        MutexLock g(lock.mu);
+        EXPECT_EQ(lock.losses[0].reason, LockLossReason::MaxHoldReached);
+        EXPECT_GE(lock.at[0], cap);
+    }
+    EXPECT_TRUE(stop.stop_requested());
+    EXPECT_TRUE(eventually([&] { return backend.abandons.load() == 1; }, 5s, 1ms)) << "the capped hold was not given back";
+    try {
+        table.unlock(backend, "h", HoldKind::Mutex, UnlockMode::Throw, owner);
+        ADD_FAILURE() << "unlock_checked of a capped hold did not throw";
+    } catch (const LockLostError& e) {
+        EXPECT_NE(std::string(e.what()).find("max hold reached"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(backend.releases.load(), 0);
+    EXPECT_EQ(lock.count(), 1u);
+}
+
+// Owner keys: a movable owner's hold of a name is not the calling thread's (no re-entry, its own
+// token), and after its checked unlock threw LockLostError nothing is absorbed for it (it
+// releases once; a std guard's second unlock exists only for threads).
+TEST(HoldValidityTest, AMovableOwnersHoldIsKeptApartFromTheThreadsHold) {
+    StandIn backend;
+    HoldTable table("t7", nullptr, backend);
+    ASSERT_TRUE(table.lock(backend, "m", HoldKind::Mutex, SteadyTime::max(), lease_of(30s)));
+    const auto owner = locks_detail::OwnerKey::new_movable();
+    EXPECT_NE(owner.number, locks_detail::this_thread_number());
+    ASSERT_TRUE(table.lock(backend, "m", HoldKind::Mutex, SteadyTime::max(), lease_of(30s), owner));
+    EXPECT_EQ(backend.acquires.load(), 2) << "the movable owner re-entered the thread's hold";
+    auto mine = table.find("m", HoldKind::Mutex);
+    auto movable = table.find("m", HoldKind::Mutex, owner);
+    ASSERT_TRUE(mine && movable);
+    EXPECT_NE(mine, movable);
+    EXPECT_LT(mine->token, movable->token);
+    EXPECT_TRUE(movable->movable);
+    table.report_lost(movable, LockLossReason::Expired, "forced");
+    EXPECT_FALSE(mine->lost.load());
+    EXPECT_THROW(table.unlock(backend, "m", HoldKind::Mutex, UnlockMode::Throw, owner), LockLostError);
+    EXPECT_THROW(table.unlock(backend, "m", HoldKind::Mutex, UnlockMode::Report, owner), NotOwnerError);
+    EXPECT_NO_THROW(table.unlock(backend, "m", HoldKind::Mutex, UnlockMode::Throw));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "hold_table.h"
+#include "hold_table_held.h"
 #include "hold_table_mutex.h"
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
@@ -14,7 +15,7 @@
 
 namespace lockstep {
 
-using locks_detail::Hold;
+using HoldRecord = locks_detail::Hold;  // lockstep::Hold is the movable value (hold.h)
 using locks_detail::HoldKind;
 using locks_detail::SteadyTime;
 
@@ -36,7 +37,7 @@ struct NameState {
 
 struct InMemoryLockService::State : locks_detail::HoldBackend {
     std::string_view backend_name() const noexcept override { return "memory"; }
-    explicit State(LockServiceOptions o) : table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
+    explicit State(LockServiceOptions o) : table(locks_detail::random_hex_id(), std::move(o.on_lost), *this) {}
 
     locks_detail::HoldTable table;
     Mutex mu;
@@ -67,7 +68,7 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
         return ok;
     }
 
-    bool acquire(Hold& h, SteadyTime deadline) override EXCLUDES(mu) {
+    bool acquire(HoldRecord& h, SteadyTime deadline) override EXCLUDES(mu) {
         MutexLock g(mu);
         NameState& n = names[h.name];
         const auto me = h.thread;
@@ -104,7 +105,7 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
         return false;
     }
 
-    bool release(Hold& h) override EXCLUDES(mu) {
+    bool release(HoldRecord& h) override EXCLUDES(mu) {
         MutexLock g(mu);
         auto it = names.find(h.name);
         if (it == names.end()) return false;
@@ -131,7 +132,10 @@ struct InMemoryLockService::State : locks_detail::HoldBackend {
         return false;
     }
 
-    void abandon(Hold&) noexcept override {}
+    // Gives the hold back: with no lease here, a hold ended by max_hold (or left by a closed
+    // service) would otherwise keep its name taken. Owner numbers are never reused, so a hold
+    // given back already (or taken over) is not released twice.
+    void abandon(HoldRecord& h) noexcept override EXCLUDES(mu) { release(h); }
 
     // The service's destructor: holds reported lost (ClientClosed), waiters woken; they leave
     // with LockClientClosedError (hold_table.h).
@@ -186,6 +190,19 @@ public:
         return s_->table.lock(*s_, name_, HoldKind::Read, deadline, o_);
     }
     void unlock_shared_as(UnlockMode mode) override { s_->table.unlock(*s_, name_, HoldKind::Read, mode); }
+    // Movable holds: an owner of their own, so never an upgrade nor a downgrade of a thread's.
+    lockstep::Hold acquire() override {
+        return locks_detail::acquire_movable_or_throw(s_, name_, HoldKind::Write, o_, "lock");
+    }
+    lockstep::Hold try_acquire_until_steady(SteadyTime deadline) override {
+        return locks_detail::acquire_movable(s_, name_, HoldKind::Write, deadline, o_);
+    }
+    lockstep::Hold acquire_shared() override {
+        return locks_detail::acquire_movable_or_throw(s_, name_, HoldKind::Read, o_, "lock");
+    }
+    lockstep::Hold try_acquire_shared_until_steady(SteadyTime deadline) override {
+        return locks_detail::acquire_movable(s_, name_, HoldKind::Read, deadline, o_);
+    }
     bool lost() const override {
         return s_->table.lost(name_, HoldKind::Write) || s_->table.lost(name_, HoldKind::Read);
     }

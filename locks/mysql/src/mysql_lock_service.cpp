@@ -21,7 +21,7 @@
 
 namespace lockstep {
 
-using locks_detail::Hold;
+using HoldRecord = locks_detail::Hold;  // lockstep::Hold is the movable value (hold.h)
 using locks_detail::HoldKind;
 using locks_detail::SteadyClock;
 using locks_detail::SteadyTime;
@@ -91,7 +91,7 @@ constexpr const char* kEpochTable =
 struct MysqlLockService::State : locks_detail::HoldBackend {
     std::string_view backend_name() const noexcept override { return "mysql"; }
     State(MysqlOptions m, LockServiceOptions o)
-        : mysql(std::move(m)), prefix(std::move(o.prefix)), table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
+        : mysql(std::move(m)), prefix(std::move(o.prefix)), table(locks_detail::random_hex_id(), std::move(o.on_lost), *this) {}
 
     MysqlOptions mysql;
     std::string prefix;
@@ -208,7 +208,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         return rt > 2s ? rt - 1s : rt / 2;
     }
 
-    bool acquire(Hold& h, SteadyTime deadline) override EXCLUDES(mu) {
+    bool acquire(HoldRecord& h, SteadyTime deadline) override EXCLUDES(mu) {
         try {
             return acquire_on(take_session(keepalive_read_timeout(h.lease)), h, deadline);
         } catch (const ConnectionError&) {
@@ -220,7 +220,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    bool acquire_on(std::shared_ptr<Session> session, Hold& h, SteadyTime deadline) EXCLUDES(mu) {
+    bool acquire_on(std::shared_ptr<Session> session, HoldRecord& h, SteadyTime deadline) EXCLUDES(mu) {
         const std::string name = server_name(h.name);
         Session& s = *session;  // the analysis cannot see through shared_ptr
         std::uint64_t statements = 0;  // sent by this acquisition (stats.acquire_statements)
@@ -311,7 +311,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
     // holder's release waited for that query (the lock cycle was 3.6x its floor). Here, after
     // the registration, not in acquire(): a pass woken before it would not see the hold and sleep
     // its old period, past the end of a short lease's validity.
-    void registered(const Hold& h) noexcept override EXCLUDES(mu) {
+    void registered(const HoldRecord& h) noexcept override EXCLUDES(mu) {
         {
             MutexLock g(mu);
             if (h.lease / 3 >= watchdog_period) return;
@@ -329,7 +329,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         if (list.size() < 16) list.push_back(session);
     }
 
-    bool release(Hold& h) override EXCLUDES(mu) {
+    bool release(HoldRecord& h) override EXCLUDES(mu) {
         auto mh = std::static_pointer_cast<MysqlHold>(h.state);
         Session& s = *mh->session;
         MutexLock g(s.mu);
@@ -351,7 +351,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    void abandon(Hold& h) noexcept override {
+    void abandon(HoldRecord& h) noexcept override {
         auto mh = std::static_pointer_cast<MysqlHold>(h.state);
         if (!mh) return;
         Session& s = *mh->session;
@@ -429,7 +429,7 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    void check(const std::shared_ptr<Hold>& h) EXCLUDES(mu) {
+    void check(const std::shared_ptr<HoldRecord>& h) EXCLUDES(mu) {
         if (h->lost.load()) return;
         auto mh = std::static_pointer_cast<MysqlHold>(h->state);
         Session& s = *mh->session;

@@ -12,7 +12,7 @@ namespace {
 // Sentinel: every hold. Cluster: the holds whose key hashes to a slot whose master was replaced
 // (every key of one lock shares its hash tag, so the hold key's slot is the lock's).
 void report_failover(RedisLockClient::Impl& impl, const RedisMasterChange& change) {
-    std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
+    std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> losses;
     {
         MutexLock lock(impl.mutex);
         // Under the registry mutex: a new hold checks this under the same mutex right after it was

@@ -119,7 +119,7 @@ void RedisLockClient::Impl::close() {
 // for the leases) and reported lost (ClientClosed). REQUIRES: the watchdog stopped and no call
 // under way (close()).
 void RedisLockClient::Impl::release_live_holds_at_close() {
-    std::vector<std::shared_ptr<Hold>> live;
+    std::vector<std::shared_ptr<RedisHold>> live;
     {
         MutexLock lock(mutex);
         for (const auto& [k, h] : holds) {
@@ -138,7 +138,7 @@ void RedisLockClient::Impl::release_live_holds_at_close() {
             logger()->warn("lock client {}: releasing the holds at destruction failed ({}); their leases end them",
                            id, e.what());
         }
-        std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
+        std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> losses;
         {
             MutexLock lock(mutex);
             for (const auto& h : live) {

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,7 +22,9 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_client.h"
+#include "hold_table.h"     // locks_detail::OwnerKey: who a hold belongs to, as on every backend
 #include "hold_validity.h"  // locks_detail::valid_until_from: the validity every backend keeps
+#include "lockstep/locks/hold.h"
 #include "local_gate.h"
 #include "lock_log.h"
 
@@ -81,6 +84,7 @@ struct HoldSettings {
     std::chrono::milliseconds lease{30000};
     bool renew = true;
     std::function<void(const LockLoss&)> on_lost;
+    std::optional<std::chrono::milliseconds> max_hold;  // LockOptions::max_hold
 };
 
 // One acquirable side of a lock, built once per lock object (its keys, channel and
@@ -128,9 +132,11 @@ inline std::string log_tag(const LockSide& side) { return std::string("redis ") 
 using locks_detail::elapsed_ms;
 using locks_detail::lock_log;
 
-// One thread's hold of one lock side, as this process sees it. Its name, key, kind, calls and
+using locks_detail::OwnerKey;
+
+// One owner's hold of one lock side (a thread's, or a movable Hold's), as this process sees it. Its name, key, kind, calls and
 // callback come from the side (shared, built once per lock object, not copied per hold).
-struct Hold {
+struct RedisHold {
     std::shared_ptr<const LockSide> side;
     std::string owner;
     std::chrono::milliseconds lease{0};
@@ -141,7 +147,16 @@ struct Hold {
     FenceToken token = 0;
     SteadyTime valid_until;  // conservative: measured from before the acquire/renewal was sent
     SteadyTime next_check;   // watchdog: next renewal (renew) or the lease end (fixed lease)
+    SteadyTime cap = SteadyTime::max();  // max_hold: the watchdog ends the hold then
     bool lost = false;
+    LockLossReason loss_reason = LockLossReason::Expired;  // set with `lost`
+    bool movable = false;  // owned by a movable Hold: released once, no absorbed second unlock
+    // Requested by report() when the hold is lost (not under the mutex: a stop callback may call
+    // back into the client), for a movable Hold's stop_token(). A thread's hold has no stop
+    // state (nothing reads it; its allocation would be a cost on every lock()).
+    std::stop_source stop{std::nostopstate};
+    // When the hold ends unless a renewal extends its validity first.
+    SteadyTime ends_at() const { return std::min(valid_until, cap); }
     bool active = true;  // false once unlocked or forgotten: late renewal results are ignored
     SteadyTime acquired_at{};  // stats.hold_time
     // The local gate this hold keeps for its whole life (empty without a gate); left when the
@@ -163,14 +178,22 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     void drop_subscriptions() EXCLUDES(rooms_mutex);
 
     // The generic flows. `deadline` unset: one attempt, no waiting; SteadyTime::max(): forever.
-    bool acquire(const std::shared_ptr<const LockSide>& side, std::optional<SteadyTime> deadline) EXCLUDES(mutex);
+    // `owner`: the calling thread, or a movable Hold; `acquired` (if given) receives the new
+    // hold (not set by a re-entry).
+    bool acquire(const std::shared_ptr<const LockSide>& side, std::optional<SteadyTime> deadline,
+                 OwnerKey owner = OwnerKey::this_thread(), std::shared_ptr<RedisHold>* acquired = nullptr)
+        EXCLUDES(mutex);
     // `checked`: LockLostError for a lost hold, the Redis error for a failed release. Otherwise
     // both are reported (log, counters, on_lost) and nothing is thrown but NotOwnerError.
-    void release(const LockSide& side, bool checked) EXCLUDES(mutex);
+    void release(const LockSide& side, bool checked, OwnerKey owner = OwnerKey::this_thread()) EXCLUDES(mutex);
+    // A movable hold (lockstep/locks/hold.h) of `side`: acquire() for an owner of its own. An
+    // empty Hold when `deadline` passed.
+    lockstep::Hold acquire_movable(const std::shared_ptr<const LockSide>& side, std::optional<SteadyTime> deadline);
 
     // The stages of acquire, each with its invariant where it is defined.
     struct Acquisition;
-    bool reenter(Acquisition& a, const std::shared_ptr<Hold>& held);
+    bool acquire_stages(Acquisition& a, std::optional<SteadyTime> deadline);
+    bool reenter(Acquisition& a, const std::shared_ptr<RedisHold>& held);
     bool pass_gate(Acquisition& a, LocalGate& gate, std::optional<SteadyTime> deadline, GatePass& pass,
                    bool& seized);
     bool acquire_fresh(Acquisition& a, std::optional<SteadyTime> deadline);
@@ -184,6 +207,9 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     struct Release;
     bool find_release_target(Release& rel, bool& client_closed) EXCLUDES(mutex);
     void found_gone_at_unlock(Release& rel) EXCLUDES(mutex);
+    // max_hold: true when the hold was ended by its cap (reported now if the watchdog has not
+    // got to it yet); its release is then a last release and a loss.
+    bool past_cap(Release& rel) EXCLUDES(mutex);
     // A release that failed (`failure`) of a hold already lost or past its validity: reported
     // as the loss it is; true when it was (then a checked unlock threw LockLostError).
     bool lost_before_failed_release(Release& rel, const std::exception& failure) EXCLUDES(mutex);
@@ -205,9 +231,10 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     };
 
     std::string owner_of_this_thread() const;
-    // Numbers the holds of this client (their owner values: "<thread owner>:<n>").
+    std::string owner_of(OwnerKey owner) const;
+    // Numbers the holds of this client (their owner values: "<owner key>:<n>").
     std::atomic<std::uint64_t> hold_numbers{0};
-    std::shared_ptr<Hold> find_hold(const std::string& key, const std::string& owner) const EXCLUDES(mutex);
+    std::shared_ptr<RedisHold> find_hold(const std::string& key, const std::string& owner) const EXCLUDES(mutex);
 
     RedisClient& redis;
     LockClientOptions options;
@@ -234,16 +261,18 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     int calls_in_use GUARDED_BY(mutex) = 0;   // guarded by `mutex`: live Use objects
     CondVar calls_done_cv;
     std::thread watchdog;
-    std::map<std::string, std::shared_ptr<Hold>> holds GUARDED_BY(mutex);  // key '\n' owner -> hold
+    std::map<std::string, std::shared_ptr<RedisHold>> holds GUARDED_BY(mutex);  // key '\n' owner -> hold
     // Holds whose unlock threw LockLostError: one more unlock by the same thread is absorbed
     // (the std guard's destructor after an explicit guard.unlock() in a try block).
     std::set<std::string> absorb_one_unlock GUARDED_BY(mutex);
 
     // Marks a hold lost (under `mutex`); returns the loss to report, or nothing if it already was.
-    std::optional<LockLoss> mark_lost_locked(Hold& hold, LockLossReason reason, std::string message) REQUIRES(mutex);
-    void report(const std::shared_ptr<Hold>& hold, const LockLoss& loss) EXCLUDES(mutex);
+    std::optional<LockLoss> mark_lost_locked(RedisHold& hold, LockLossReason reason, std::string message) REQUIRES(mutex);
+    void report(const std::shared_ptr<RedisHold>& hold, const LockLoss& loss) EXCLUDES(mutex);
     void watchdog_loop() EXCLUDES(mutex);
-    void renew_batch(std::vector<std::shared_ptr<Hold>> due) EXCLUDES(mutex);
+    void renew_batch(std::vector<std::shared_ptr<RedisHold>> due) EXCLUDES(mutex);
+    // max_hold: gives back holds the watchdog found at their cap (reported lost already).
+    void end_capped(const std::vector<std::shared_ptr<RedisHold>>& capped) EXCLUDES(mutex);
 
     // ---- waiting
     struct Waiter {

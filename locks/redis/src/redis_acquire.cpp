@@ -92,9 +92,10 @@ void leave_quietly(const LockSide& side, const std::string& owner, const WaitTic
 struct RedisLockClient::Impl::Acquisition {
     const std::shared_ptr<const LockSide>& side;
     const std::string owner;  // the hold's owner value: "<thread owner>:<hold number>"
-    const std::string hid;    // hold_id(side->hold_key(), owner)
+    const std::string hid;    // hold_id(side->hold_key(), the owner key's string)
+    const bool movable;       // the owner is a movable Hold, not the calling thread
     const SteadyTime started = SteadyClock::now();  // stats.acquire_latency
-    std::shared_ptr<Hold> hold;  // set by register_hold: the new hold
+    std::shared_ptr<RedisHold> hold;  // set by register_hold: the new hold
 };
 
 // The flow: re-entry (L6), else a fresh try, else wait for a turn (L7, L9). A thread whose
@@ -102,31 +103,43 @@ struct RedisLockClient::Impl::Acquisition {
 // straight to the queuing try: a plain try would only find the lock busy and cost one more
 // script per acquisition.
 bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
-                                    std::optional<SteadyTime> deadline) {
+                                    std::optional<SteadyTime> deadline, OwnerKey owner_key,
+                                    std::shared_ptr<RedisHold>* acquired) {
     Use use(*this);
-    // The thread finds its holds by its own owner string; each new hold carries that string and
-    // a hold number as its owner value in Redis, so that a script of an earlier hold of this
-    // thread that arrives late (a release or renewal delayed past the lease) finds a stranger.
-    const std::string thread_owner = owner_of_this_thread();
-    std::string hid = hold_id(side->hold_key(), thread_owner);
-    // A hold of the lock's other side by this thread lends its owner value (a downgrade).
+    // The owner key (the calling thread, or a movable Hold) finds its holds; each new hold carries
+    // it and a hold number of its own as its owner value in Redis, so that a script of an earlier
+    // hold that arrives late (a release or renewal delayed past the lease) finds a stranger.
+    const std::string key_owner = owner_of(owner_key);
+    std::string hid = hold_id(side->hold_key(), key_owner);
+    // A hold of the lock's other side by the same owner lends its owner value (a downgrade).
     const std::string sibling = side->sibling_hold_key();
-    std::shared_ptr<Hold> held;
     std::string owner;
     {
         MutexLock lock(mutex);
-        absorb_one_unlock.erase(hid);
         auto it = holds.find(hid);
         if (it != holds.end()) {
-            held = it->second;
-            owner = held->owner;
+            owner = it->second->owner;
         } else if (!sibling.empty()) {
-            auto s = holds.find(hold_id(sibling, thread_owner));
+            auto s = holds.find(hold_id(sibling, key_owner));
             if (s != holds.end()) owner = s->second->owner;
         }
     }
-    if (owner.empty()) owner = thread_owner + ":" + std::to_string(hold_numbers.fetch_add(1) + 1);
-    Acquisition a{side, std::move(owner), std::move(hid)};
+    if (owner.empty()) owner = key_owner + ":" + std::to_string(hold_numbers.fetch_add(1) + 1);
+    Acquisition a{side, std::move(owner), std::move(hid), owner_key.movable};
+    const bool got = acquire_stages(a, deadline);
+    if (got && acquired) *acquired = a.hold;
+    return got;
+}
+
+bool RedisLockClient::Impl::acquire_stages(Acquisition& a, std::optional<SteadyTime> deadline) {
+    const std::shared_ptr<const LockSide>& side = a.side;
+    std::shared_ptr<RedisHold> held;
+    {
+        MutexLock lock(mutex);
+        absorb_one_unlock.erase(a.hid);
+        auto it = holds.find(a.hid);
+        if (it != holds.end()) held = it->second;
+    }
     if (held) return reenter(a, held);  // L6: re-entry never waits at the local gate
 
     const auto started = SteadyClock::now();
@@ -214,7 +227,7 @@ bool RedisLockClient::Impl::acquire_fresh(Acquisition& a, std::optional<SteadyTi
 }
 
 // L6: re-entry. It still goes to Redis: that refreshes the lease and notices a lost hold.
-bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<Hold>& held) {
+bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<RedisHold>& held) {
     const LockSide& side = *a.side;
     {
         MutexLock lock(mutex);
@@ -250,7 +263,7 @@ bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<Hold>&
 // not cost the watchdog a wake-up and the process a context switch.
 void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, FenceToken token) {
     const HoldSettings& settings = a.side->settings();
-    auto h = std::make_shared<Hold>();
+    auto h = std::make_shared<RedisHold>();
     h->side = a.side;
     h->owner = a.owner;
     h->lease = settings.lease;
@@ -259,8 +272,15 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, Fence
     h->token = token;
     h->valid_until = locks_detail::valid_until_from(sent, settings.lease);
     h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
+    h->movable = a.movable;
+    if (a.movable) h->stop = std::stop_source();
     stats.acquired.fetch_add(1);
     h->acquired_at = SteadyClock::now();
+    if (settings.max_hold) {
+        // The watchdog ends the hold at its cap: its first check comes no later.
+        h->cap = h->acquired_at + *settings.max_hold;
+        h->next_check = std::min(h->next_check, h->cap);
+    }
     stats.acquire_latency.record(h->acquired_at - a.started);
     bool wake_watchdog = false;
     {

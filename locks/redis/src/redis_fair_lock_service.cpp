@@ -36,7 +36,7 @@
 
 namespace lockstep {
 
-using locks_detail::Hold;
+using HoldRecord = locks_detail::Hold;  // lockstep::Hold is the movable value (hold.h)
 using locks_detail::HoldKind;
 using locks_detail::SteadyClock;
 using locks_detail::SteadyTime;
@@ -106,7 +106,7 @@ struct Orphan {
 struct RedisFairLockService::State : locks_detail::HoldBackend {
     std::string_view backend_name() const noexcept override { return "redis-fair"; }
     State(RedisOptions r, LockServiceOptions o, RedisFairLockOptions f)
-        : redis_options(r), prefix(o.prefix), fair(f), table(locks_detail::random_hex_id(), o.on_lost) {
+        : redis_options(r), prefix(o.prefix), fair(f), table(locks_detail::random_hex_id(), o.on_lost, *this) {
         if (redis_options.pool_size < 16) redis_options.pool_size = 16;
         redis = std::make_unique<RedisClient>(redis_options);
         rw = std::make_unique<RedisLockService>(redis_options, std::move(o));
@@ -158,7 +158,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         std::vector<std::string> keys;  // FairKeys::all() of the name, built once at acquisition
         std::string channel_prefix;     // for the release, which passes views of both
     };
-    static FairHold& fair_hold(const Hold& h) { return *static_cast<FairHold*>(h.state.get()); }
+    static FairHold& fair_hold(const HoldRecord& h) { return *static_cast<FairHold*>(h.state.get()); }
 
     // The watchdog: each hold is renewed a third into its lease (its own, not the shortest lease
     // of the service: with one period for all, one short-lease hold made the watchdog renew every hold
@@ -167,9 +167,9 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     // A new hold is registered (HoldTable): the watchdog is woken only if it is due before the
     // watchdog's planned wake-up.
     // (first_due, not next_renew: the watchdog may already be renewing the hold.)
-    void registered(const Hold& h) noexcept override { watchdog.hold_added(fair_hold(h).first_due); }
+    void registered(const HoldRecord& h) noexcept override { watchdog.hold_added(fair_hold(h).first_due); }
 
-    bool acquire(Hold& h, SteadyTime deadline) override {
+    bool acquire(HoldRecord& h, SteadyTime deadline) override {
         FairKeys keys(prefix, h.name);
         std::vector<std::string> k = keys.all();  // kept by the hold for its release (done())
         const std::array<std::string_view, 4> key_views{k[0], k[1], k[2], k[3]};
@@ -473,7 +473,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         return r;
     }
 
-    bool release(Hold& h) override {
+    bool release(HoldRecord& h) override {
         FairHold& fh = fair_hold(h);
         fh.released.store(true);
         const std::array<std::string_view, 4> key_views{fh.keys[0], fh.keys[1], fh.keys[2], fh.keys[3]};
@@ -492,7 +492,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     // ended while the server still keeps it): the release script deletes it only if it is still
     // exactly this hold's (and hands the lock on to the next waiter), so it is safe whatever
     // happened meanwhile. Once per hold; best effort.
-    void abandon(Hold& h) noexcept override {
+    void abandon(HoldRecord& h) noexcept override {
         if (!h.state) return;
         FairHold& fh = fair_hold(h);
         if (fh.released.exchange(true)) return;  // a release went already
@@ -555,7 +555,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     }
 
     // A hold that is due: renewed a third into its lease again, or reported lost.
-    void renew(const std::shared_ptr<Hold>& h, FairHold& fh) {
+    void renew(const std::shared_ptr<HoldRecord>& h, FairHold& fh) {
         // LockOptions::renew = false: a fixed lease, never extended; reported when it ends (as
         // RedisMutex does), whether or not the key is still there. (Due only at its end.)
         if (!h->renew) {

@@ -20,8 +20,8 @@
 //  - Destruction (close()) releases and reports every live hold in one pipeline and refuses new
 //    calls (Impl::Use); HoldTable has no closing state.
 //  - Counters (LockClientStats) and the hold-time / acquire-latency histograms are kept here.
-// What is shared already: the thread numbers (locks_detail::this_thread_number) and the
-// LockLoss vocabulary (lock_loss.h).
+// What is shared already: the owner numbers (locks_detail::OwnerKey: a thread's, or a movable
+// Hold's, redis_movable_hold.cpp) and the LockLoss vocabulary (lock_loss.h).
 #include <utility>
 
 #include "hold_table.h"  // locks_detail::this_thread_number
@@ -46,25 +46,26 @@ HoldView view_hold(const RedisLockClient::Impl& impl, const std::string& key) {
     // slow or unreachable server), the lease runs out on the server all the same and another
     // client may hold the lock. A late renewal that finds the hold still there moves
     // valid_until on again (the hold never lapsed: nobody re-creates a registered hold).
-    v.lost = h->lost || SteadyClock::now() >= h->valid_until;
+    v.lost = h->lost || SteadyClock::now() >= h->ends_at();
     return v;
 }
 
-std::string RedisLockClient::Impl::owner_of_this_thread() const {
-    return id + ":" + std::to_string(locks_detail::this_thread_number());
-}
+std::string RedisLockClient::Impl::owner_of_this_thread() const { return owner_of(OwnerKey::this_thread()); }
 
-std::shared_ptr<Hold> RedisLockClient::Impl::find_hold(const std::string& key,
+std::string RedisLockClient::Impl::owner_of(OwnerKey owner) const { return id + ":" + std::to_string(owner.number); }
+
+std::shared_ptr<RedisHold> RedisLockClient::Impl::find_hold(const std::string& key,
                                                        const std::string& owner) const {
     MutexLock lock(mutex);
     auto it = holds.find(hold_id(key, owner));
     return it == holds.end() ? nullptr : it->second;
 }
 
-std::optional<LockLoss> RedisLockClient::Impl::mark_lost_locked(Hold& hold, LockLossReason reason,
+std::optional<LockLoss> RedisLockClient::Impl::mark_lost_locked(RedisHold& hold, LockLossReason reason,
                                                                 std::string message) {
     if (hold.lost) return std::nullopt;
     hold.lost = true;
+    hold.loss_reason = reason;
     stats.losses.fetch_add(1);
     LockLoss loss{hold.side->name(), hold.side->hold_key(), hold.owner, reason, std::move(message)};
     logger()->warn("lock '{}' ({} hold of {}) lost: {} ({})", hold.side->name(), hold.side->kind(), hold.owner,
@@ -72,7 +73,8 @@ std::optional<LockLoss> RedisLockClient::Impl::mark_lost_locked(Hold& hold, Lock
     return loss;
 }
 
-void RedisLockClient::Impl::report(const std::shared_ptr<Hold>& hold, const LockLoss& loss) {
+void RedisLockClient::Impl::report(const std::shared_ptr<RedisHold>& hold, const LockLoss& loss) {
+    hold->stop.request_stop();
     using Callback = std::function<void(const LockLoss&)>;
     for (const Callback* cb : {static_cast<const Callback*>(&options.on_lost), &hold->side->settings().on_lost}) {
         if (!*cb) continue;

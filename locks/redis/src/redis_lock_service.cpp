@@ -21,6 +21,7 @@ MutexOptions mutex_options(LockOptions o) {
     m.renew = o.renew;
     m.max_wait = o.max_wait;
     m.on_lost = std::move(o.on_lost);
+    m.max_hold = o.max_hold;
     return m;
 }
 
@@ -30,6 +31,7 @@ ReadWriteLockOptions rw_options(LockOptions o) {
     r.renew = o.renew;
     r.max_wait = o.max_wait;
     r.on_lost = std::move(o.on_lost);
+    r.max_hold = o.max_hold;
     return r;
 }
 
@@ -40,6 +42,8 @@ public:
     bool try_lock() override { return m_.try_lock(); }
     bool try_lock_until_steady(SteadyTime deadline) override { return m_.try_lock_until(deadline); }
     void unlock_as(UnlockMode mode) override { mode == UnlockMode::Throw ? m_.unlock_checked() : m_.unlock(); }
+    Hold acquire() override { return m_.acquire(); }
+    Hold try_acquire_until_steady(SteadyTime deadline) override { return m_.try_acquire_until_steady(deadline); }
     bool lost() const override { return m_.lost(); }
     int hold_count() const override { return m_.hold_count(); }
     FenceToken fence_token() const override { return m_.fence_token(); }
@@ -62,6 +66,12 @@ public:
     bool try_lock_shared_until_steady(SteadyTime deadline) override { return rw_.try_lock_shared_until(deadline); }
     void unlock_shared_as(UnlockMode mode) override {
         mode == UnlockMode::Throw ? rw_.unlock_shared_checked() : rw_.unlock_shared();
+    }
+    Hold acquire() override { return rw_.acquire(); }
+    Hold try_acquire_until_steady(SteadyTime deadline) override { return rw_.try_acquire_until_steady(deadline); }
+    Hold acquire_shared() override { return rw_.acquire_shared(); }
+    Hold try_acquire_shared_until_steady(SteadyTime deadline) override {
+        return rw_.try_acquire_shared_until_steady(deadline);
     }
     bool lost() const override { return rw_.lost(); }
     int write_hold_count() const override { return rw_.write_hold_count(); }

@@ -98,7 +98,7 @@ private:
 RedisMutex::RedisMutex(RedisLockClient& client, std::string name, MutexOptions options)
     : impl_(client.impl_), keys_(client.keys(name)), options_(std::move(options)) {
     if (options_.lease < std::chrono::milliseconds(3)) throw ConfigError("lease", "must be at least 3 ms");
-    side_ = std::make_shared<MutexSide>(*impl_, keys_, HoldSettings{options_.lease, options_.renew, options_.on_lost});
+    side_ = std::make_shared<MutexSide>(*impl_, keys_, HoldSettings{options_.lease, options_.renew, options_.on_lost, options_.max_hold});
 }
 
 RedisMutex::~RedisMutex() = default;
@@ -118,6 +118,23 @@ bool RedisMutex::try_lock() {
 
 bool RedisMutex::try_lock_until_steady(std::chrono::steady_clock::time_point deadline) {
     return impl().acquire(side_, deadline);
+}
+
+Hold RedisMutex::acquire() {
+    const SteadyTime deadline =
+        options_.max_wait ? std::chrono::steady_clock::now() + *options_.max_wait : SteadyTime::max();
+    Hold h = impl().acquire_movable(side_, deadline);
+    if (!h) {
+        throw TimeoutError("lock '" + keys_.name() + "' not acquired within max_wait (" +
+                           std::to_string(options_.max_wait->count()) + " ms)");
+    }
+    return h;
+}
+
+Hold RedisMutex::try_acquire() { return impl().acquire_movable(side_, std::nullopt); }
+
+Hold RedisMutex::try_acquire_until_steady(std::chrono::steady_clock::time_point deadline) {
+    return impl().acquire_movable(side_, deadline);
 }
 
 void RedisMutex::unlock() {

@@ -112,7 +112,7 @@ private:
 };
 
 HoldSettings settings_of(const ReadWriteLockOptions& o) {
-    return {o.lease, o.renew, o.on_lost};
+    return {o.lease, o.renew, o.on_lost, o.max_hold};
 }
 
 }  // namespace
@@ -154,6 +154,27 @@ void RedisReadWriteLock::lock() {
 bool RedisReadWriteLock::try_lock() {
     check_upgrade();
     return impl().acquire(write_side_, std::nullopt);
+}
+
+Hold RedisReadWriteLock::acquire() {
+    const SteadyTime deadline = options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
+    Hold h = impl().acquire_movable(write_side_, deadline);
+    if (!h) throw TimeoutError("write lock '" + keys_.name() + "' not acquired within max_wait");
+    return h;
+}
+Hold RedisReadWriteLock::try_acquire() { return impl().acquire_movable(write_side_, std::nullopt); }
+Hold RedisReadWriteLock::try_acquire_until_steady(SteadyTime deadline) {
+    return impl().acquire_movable(write_side_, deadline);
+}
+Hold RedisReadWriteLock::acquire_shared() {
+    const SteadyTime deadline = options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
+    Hold h = impl().acquire_movable(read_side_, deadline);
+    if (!h) throw TimeoutError("read lock '" + keys_.name() + "' not acquired within max_wait");
+    return h;
+}
+Hold RedisReadWriteLock::try_acquire_shared() { return impl().acquire_movable(read_side_, std::nullopt); }
+Hold RedisReadWriteLock::try_acquire_shared_until_steady(SteadyTime deadline) {
+    return impl().acquire_movable(read_side_, deadline);
 }
 
 void RedisReadWriteLock::unlock() {

@@ -16,17 +16,18 @@ namespace lockstep {
 struct RedisLockClient::Impl::Release {
     const LockSide& side;
     const bool checked;  // unlock_checked(): a lost hold or a failed release is thrown
-    const std::string thread_owner;  // owner_of_this_thread(): who may release
-    const std::string hid;           // hold_id(side.hold_key(), thread_owner)
-    std::shared_ptr<Hold> held;
+    const std::string key_owner;  // the owner key's string: who may release
+    const std::string hid;        // hold_id(side.hold_key(), key_owner)
+    const bool movable;     // a movable Hold releases once: no absorbed second unlock
+    std::shared_ptr<RedisHold> held;
     bool last = false;  // the release ends the hold (count 1), not an inner re-entry
 };
 
 // The flow: find this thread's hold (L10), then either the hold is gone with the closed client,
 // or the release script runs and its answer is applied.
-void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
-    const std::string thread_owner = owner_of_this_thread();
-    Release rel{side, checked, thread_owner, hold_id(side.hold_key(), thread_owner)};
+void RedisLockClient::Impl::release(const LockSide& side, bool checked, OwnerKey owner_key) {
+    const std::string key_owner = owner_of(owner_key);
+    Release rel{side, checked, key_owner, hold_id(side.hold_key(), key_owner), owner_key.movable};
     bool client_closed = false;
     if (!find_release_target(rel, client_closed)) return;
     if (client_closed) {
@@ -44,13 +45,15 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
         }
     } end_use{*this};  // the Use that find_release_target() took
 
+    const bool capped = past_cap(rel);
     fault::point(side.fault_points().before_release);
     // The hold's own owner value (one per acquisition): a release of this hold that arrives late
     // cannot end a later hold of the same thread.
     const std::string& owner = rel.held->owner;
     int answer = 0;
     try {
-        answer = side.release(owner, rel.last);
+        // A capped hold ends whatever its count: the watchdog's release may not have run yet.
+        answer = side.release(owner, rel.last || capped);
     } catch (const std::exception& e) {
         // Past its validity the hold was lost before this unlock, whatever the release's error
         // says (a partitioned holder whose new connections are refused): reported as a loss,
@@ -68,6 +71,13 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked) {
     }
     fault::point(side.fault_points().after_release);
     if (answer == 0) return found_gone_at_unlock(rel);
+    if (capped) {
+        // Given back by this release rather than by the watchdog's: a loss all the same (reported).
+        stats.unlocks_of_lost_holds.fetch_add(1);
+        forget(rel);
+        if (checked) throw lost_error(rel);
+        return;
+    }
     if (rel.last) {
         lock_log(spdlog::level::debug, side.name(), log_tag(side), "released after holding {} ms",
                  elapsed_ms(rel.held->acquired_at));
@@ -108,11 +118,25 @@ void RedisLockClient::Impl::found_gone_at_unlock(Release& rel) {
     if (rel.checked) throw lost_error(rel);
 }
 
+bool RedisLockClient::Impl::past_cap(Release& rel) {
+    std::optional<LockLoss> loss;
+    bool capped = false;
+    {
+        MutexLock lock(mutex);
+        if (!rel.held->lost && SteadyClock::now() >= rel.held->cap) {
+            loss = mark_lost_locked(*rel.held, LockLossReason::MaxHoldReached, "max_hold reached before unlock");
+        }
+        capped = rel.held->lost && rel.held->loss_reason == LockLossReason::MaxHoldReached;
+    }
+    if (loss) report(rel.held, *loss);
+    return capped;
+}
+
 bool RedisLockClient::Impl::lost_before_failed_release(Release& rel, const std::exception& failure) {
     std::optional<LockLoss> loss;
     {
         MutexLock lock(mutex);
-        if (!rel.held->lost && SteadyClock::now() < rel.held->valid_until) return false;
+        if (!rel.held->lost && SteadyClock::now() < rel.held->ends_at()) return false;
         loss = mark_lost_locked(*rel.held, LockLossReason::Unreachable,
                                 std::string("its validity ended before unlock; the release failed: ") + failure.what());
     }
@@ -148,13 +172,15 @@ void RedisLockClient::Impl::forget(Release& rel) {
 
 // The error of a checked unlock of a lost hold; the std guard's unlock that follows is absorbed.
 LockLostError RedisLockClient::Impl::lost_error(Release& rel) {
+    LockLossReason reason = LockLossReason::Expired;
     {
         MutexLock lock(mutex);
-        absorb_one_unlock.insert(rel.hid);
+        if (!rel.movable) absorb_one_unlock.insert(rel.hid);
+        reason = rel.held->loss_reason;
     }
-    return LockLostError("lock '" + rel.side.name() + "': unlock of a " + rel.side.kind() +
-                         " hold that was lost (lease ran out, server restarted or client destroyed); "
-                         "the critical section was not protected to its end");
+    return LockLostError("lock '" + rel.side.name() + "': unlock of a " + rel.side.kind() + " hold that was lost (" +
+                         std::string(to_string(reason)) +
+                         "); the critical section was not protected to its end");
 }
 
 }  // namespace lockstep

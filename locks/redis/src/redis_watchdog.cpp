@@ -53,11 +53,17 @@ void RedisLockClient::Impl::watchdog_loop() {
         }
         // Awake and working: a hold registered now is seen at the next pass through the loop.
         watchdog_wakes_at = SteadyTime::min();
-        std::vector<std::shared_ptr<Hold>> due;
-        std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> ended;
+        std::vector<std::shared_ptr<RedisHold>> due, capped;
+        std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> ended;
         for (const auto& [k, h] : holds) {
             if (!h->active || h->lost) continue;
-            if (!h->renew) {
+            if (h->cap <= now) {
+                if (auto loss = mark_lost_locked(*h, LockLossReason::MaxHoldReached,
+                                                 "max_hold reached: the hold was ended")) {
+                    ended.emplace_back(h, *loss);
+                    capped.push_back(h);
+                }
+            } else if (!h->renew) {
                 if (h->next_check <= now) {
                     if (auto loss = mark_lost_locked(*h, LockLossReason::LeaseEnded,
                                                      "fixed lease ran out before unlock")) {
@@ -71,12 +77,29 @@ void RedisLockClient::Impl::watchdog_loop() {
         }
         lock.unlock();
         for (const auto& [h, loss] : ended) report(h, loss);
+        if (!capped.empty()) end_capped(capped);
         if (!due.empty()) renew_batch(std::move(due));
         lock.lock();
     }
 }
 
-void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) {
+// max_hold: the holds at their cap were reported lost; their keys are given back now (the last
+// release of each owner, in one pipeline) rather than a lease later. The owner's unlock then finds
+// the hold gone (reported already: LockLostError from the checked variants only). Best effort: if
+// Redis cannot be reached the lease ends the keys, as nothing renews them any more.
+void RedisLockClient::Impl::end_capped(const std::vector<std::shared_ptr<RedisHold>>& capped) {
+    std::vector<ScriptCall> calls;
+    calls.reserve(capped.size());
+    for (const auto& h : capped) calls.push_back(h->side->release_call(h->owner));
+    try {
+        run_pipelined(redis, calls);
+    } catch (const std::exception& e) {
+        logger()->warn("lock client {}: giving back holds at their max_hold failed ({}); their leases end them", id,
+                       e.what());
+    }
+}
+
+void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<RedisHold>> due) {
     // The race tested by RedisMutexTest.L5_RenewalRacingUnlockNeitherRecreatesNorExtends: an unlock
     // may happen between here and the round trip. The renew script only extends a hold that is
     // still this owner's, and results for holds unlocked meanwhile are ignored.
@@ -94,18 +117,18 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
     }
     stats.renew_batches.fetch_add(1);
 
-    std::vector<std::pair<std::shared_ptr<Hold>, LockLoss>> losses;
+    std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> losses;
     {
         MutexLock lock(mutex);
         const SteadyTime now = SteadyClock::now();
         for (std::size_t i = 0; i < due.size(); ++i) {
-            Hold& h = *due[i];
+            RedisHold& h = *due[i];
             if (!h.active || h.lost) continue;  // unlocked meanwhile: no report, nothing re-created
             const bool answered =
                 failure.empty() && i < replies.size() && replies[i].type() == RedisReply::Type::Integer;
             if (answered && replies[i].integer() == 1) {
                 h.valid_until = locks_detail::valid_until_from(sent, h.lease);
-                h.next_check = sent + h.lease / 3;
+                h.next_check = std::min(sent + h.lease / 3, h.cap);
                 stats.renewals.fetch_add(1);
                 lock_log(spdlog::level::trace, h.side->name(), log_tag(*h.side), "renewed, lease {} ms",
                          std::chrono::duration_cast<milliseconds>(h.lease).count());
@@ -126,7 +149,7 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<Hold>> due) 
                     logger()->warn("lock '{}': renewal failed, retrying: {}", h.side->name(), why);
                     auto retry =
                         std::clamp<SteadyClock::duration>(h.lease / 10, milliseconds(10), milliseconds(1000));
-                    h.next_check = std::min(h.valid_until, now + retry);
+                    h.next_check = std::min({h.valid_until, now + retry, h.cap});
                 }
             }
         }

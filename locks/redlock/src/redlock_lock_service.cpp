@@ -26,7 +26,7 @@
 
 namespace lockstep {
 
-using locks_detail::Hold;
+using HoldRecord = locks_detail::Hold;  // lockstep::Hold is the movable value (hold.h)
 using locks_detail::HoldKind;
 using locks_detail::SteadyClock;
 using locks_detail::SteadyTime;
@@ -34,7 +34,7 @@ using redlock_detail::MasterReply;
 
 namespace {
 
-// What a Redlock hold keeps beyond Hold. `owner` is immutable; the times are the watchdog's.
+// What a Redlock hold keeps beyond HoldRecord. `owner` is immutable; the times are the watchdog's.
 struct RedlockHold {
     std::string owner;       // unique per acquisition: a lapsed holder's scripts never match a later one
     SteadyTime valid_until;  // start of the last successful round + lease − drift
@@ -94,7 +94,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
           prefix(std::move(so.prefix)),
           masters(master_options(options), options.parallel),
           quorum((options.masters.size() + static_cast<std::size_t>(options.tolerated_restarts)) / 2 + 1),
-          table(locks_detail::random_hex_id(), std::move(so.on_lost)) {}
+          table(locks_detail::random_hex_id(), std::move(so.on_lost), *this) {}
 
     RedlockOptions options;
     std::string prefix;
@@ -119,7 +119,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
 
     // A new hold is registered (HoldTable): the watchdog is woken only when it would otherwise
     // sleep past the hold's first due time (RenewalScheduler::hold_added).
-    void registered(const Hold& h) noexcept override {
+    void registered(const HoldRecord& h) noexcept override {
         // (first_due, not next_renew: the watchdog may already be renewing the hold.)
         watchdog.hold_added(std::static_pointer_cast<RedlockHold>(h.state)->first_due);
     }
@@ -172,7 +172,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     // waiters spread out instead of hitting every master together (L9): [retry_min, retry_max]
     // while no subscription stands, subscribed_poll (the bounded fallback for a lost message,
     // e.g. during a subscriber's reconnect) once one does.
-    bool acquire(Hold& h, SteadyTime deadline) override {
+    bool acquire(HoldRecord& h, SteadyTime deadline) override {
         thread_local std::mt19937 rng{std::random_device{}()};
         std::vector<bool> answered;
         if (attempt(h, &answered)) return true;
@@ -221,7 +221,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
 
     // One round: votes from a quorum within the validity, the token fixed on a quorum.
     // `answered` (when given) gets which masters replied.
-    bool attempt(Hold& h, std::vector<bool>* answered_out = nullptr) {
+    bool attempt(HoldRecord& h, std::vector<bool>* answered_out = nullptr) {
         auto st = std::make_shared<RedlockHold>();
         st->owner = h.owner + ":" + std::to_string(acquisitions.fetch_add(1));
         const auto k = keys(h.name);
@@ -299,7 +299,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
 
     // ---- release ----
 
-    bool release(Hold& h) override {
+    bool release(HoldRecord& h) override {
         auto st = std::static_pointer_cast<RedlockHold>(h.state);
         st->released = true;
         const std::size_t released =
@@ -308,7 +308,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         return released >= quorum;
     }
 
-    void abandon(Hold& h) noexcept override {
+    void abandon(HoldRecord& h) noexcept override {
         try {
             auto st = std::static_pointer_cast<RedlockHold>(h.state);
             // A release already went to every master (release() failed or found it gone): one
@@ -322,7 +322,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
 
     // ---- watchdog ----
 
-    void renew(const std::shared_ptr<Hold>& h, RedlockHold& st, SteadyTime now) {
+    void renew(const std::shared_ptr<HoldRecord>& h, RedlockHold& st, SteadyTime now) {
         if (!h->renew) {
             if (now >= st.valid_until) table.report_lost(h, LockLossReason::LeaseEnded, "fixed lease (renew = false) ended");
             return;

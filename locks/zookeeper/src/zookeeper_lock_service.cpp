@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hold_table.h"
+#include "hold_table_held.h"
 #include "hold_table_mutex.h"
 #include "lockstep/core/names.h"
 #include "lockstep/core/error.h"
@@ -24,7 +25,7 @@
 
 namespace lockstep {
 
-using locks_detail::Hold;
+using HoldRecord = locks_detail::Hold;  // lockstep::Hold is the movable value (hold.h)
 using locks_detail::HoldKind;
 using locks_detail::SteadyClock;
 using locks_detail::SteadyTime;
@@ -117,7 +118,7 @@ using SessionRef = std::shared_ptr<ZkSession>;
 struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     std::string_view backend_name() const noexcept override { return "zookeeper"; }
     State(ZooKeeperLockOptions z, LockServiceOptions o)
-        : zk(std::move(z)), prefix(std::move(o.prefix)), table(locks_detail::random_hex_id(), std::move(o.on_lost)) {}
+        : zk(std::move(z)), prefix(std::move(o.prefix)), table(locks_detail::random_hex_id(), std::move(o.on_lost), *this) {}
 
     ZooKeeperLockOptions zk;
     std::string prefix;
@@ -159,7 +160,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // replace_mu, which the callback's own lock() then waits for: a deadlock
     // (ZooKeeperReplacement.ALossCallbackThatBlocksOrLocksDoesNotStallTheService).
     struct LossReport {
-        std::vector<std::shared_ptr<Hold>> holds;  // the table when the session ended
+        std::vector<std::shared_ptr<HoldRecord>> holds;  // the table when the session ended
         LockLossReason reason = LockLossReason::Expired;
         std::string why;
         std::uint64_t generation = 0;  // the session that expired; 0 for an Unreachable report
@@ -528,7 +529,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         return p.create_rc;
     }
 
-    std::string dir_of(const Hold& h) const {
+    std::string dir_of(const HoldRecord& h) const {
         const std::string path = zk.root + "/" + escape(prefix + h.name);
         if (!zk.kind_suffix) return path;
         return path + (h.kind == HoldKind::Mutex ? "#m" : "#rw");
@@ -538,7 +539,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // thread): its node is gone with it, so it queues again in the new session.
     struct SessionEnded {};
 
-    bool acquire(Hold& hold, SteadyTime deadline) override EXCLUDES(mu) {
+    bool acquire(HoldRecord& hold, SteadyTime deadline) override EXCLUDES(mu) {
         for (;;) {
             table.throw_if_closed();  // never a new session for a destroyed service
             try {
@@ -555,7 +556,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         return watches[pred_path].fired != seen || state_changes != changes || expired || session != gen || stopping;
     }
 
-    bool acquire_in_session(Hold& hold, SteadyTime deadline) EXCLUDES(mu, replace_mu) {
+    bool acquire_in_session(HoldRecord& hold, SteadyTime deadline) EXCLUDES(mu, replace_mu) {
         // Plain copies, not structured bindings: the lambdas below capture them, which clang 14
         // (the sanitizer and fuzz builds) refuses for bindings.
         // Declared first, so it is released last: after every MutexLock of this function.
@@ -696,7 +697,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // libzookeeper until the client hears from the ensemble again (seconds past the session's
     // end). The validity is read again as it waits, since a disconnection shortens it. A reply
     // that comes later goes to a completion that owns its state.
-    int delete_while_valid(zhandle_t* h, const std::string& path, const Hold& hold) EXCLUDES(mu) {
+    int delete_while_valid(zhandle_t* h, const std::string& path, const HoldRecord& hold) EXCLUDES(mu) {
         struct Reply {
             Mutex mu;
             CondVar cv;
@@ -735,13 +736,13 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
 
     // The validity of a hold being released: out of the table, suspend_holds no longer shortens
     // it, so a disconnection's bound is applied here.
-    SteadyTime validity_of_released(const Hold& hold) EXCLUDES(mu) {
+    SteadyTime validity_of_released(const HoldRecord& hold) EXCLUDES(mu) {
         MutexLock g(mu);
         const SteadyTime v = hold.valid_until.load();
         return zh ? std::min(v, suspended_until(zh)) : v;
     }
 
-    bool release(Hold& hold) override EXCLUDES(mu) {
+    bool release(HoldRecord& hold) override EXCLUDES(mu) {
         auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
         for (int attempt = 0;; ++attempt) {
             SessionRef ref;  // keeps the handle open during the call; released after every lock below
@@ -775,7 +776,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // would otherwise keep it). The call runs without mu: under it, a disconnected client's
     // delete (up to 2/3 of the session timeout before ZCONNECTIONLOSS) held up every caller and
     // the event thread. The reference keeps the handle open for the call (ZkSession).
-    void abandon(Hold& hold) noexcept override {
+    void abandon(HoldRecord& hold) noexcept override {
         auto zh_hold = std::static_pointer_cast<ZkHold>(hold.state);
         if (!zh_hold) return;
         SessionRef ref;  // released after the MutexLock below
@@ -847,6 +848,19 @@ public:
         if (r && r->key == kDowngraded) return s_->table.unlock(downgrade_, name_, HoldKind::Read, mode);
         s_->table.unlock(*s_, name_, HoldKind::Read, mode);
     }
+    // Movable holds: an owner of their own, so never an upgrade nor a downgrade of a thread's.
+    lockstep::Hold acquire() override {
+        return locks_detail::acquire_movable_or_throw(s_, name_, HoldKind::Write, o_, "ZooKeeper lock");
+    }
+    lockstep::Hold try_acquire_until_steady(SteadyTime deadline) override {
+        return locks_detail::acquire_movable(s_, name_, HoldKind::Write, deadline, o_);
+    }
+    lockstep::Hold acquire_shared() override {
+        return locks_detail::acquire_movable_or_throw(s_, name_, HoldKind::Read, o_, "ZooKeeper lock");
+    }
+    lockstep::Hold try_acquire_shared_until_steady(SteadyTime deadline) override {
+        return locks_detail::acquire_movable(s_, name_, HoldKind::Read, deadline, o_);
+    }
     bool lost() const override { return s_->table.lost(name_, HoldKind::Write) || s_->table.lost(name_, HoldKind::Read); }
     int write_hold_count() const override { return s_->table.count(name_, HoldKind::Write); }
     int read_hold_count() const override { return s_->table.count(name_, HoldKind::Read); }
@@ -863,12 +877,12 @@ private:
         explicit Downgrade(ZooKeeperLockService::State& s) : s(s) {}
         std::string_view backend_name() const noexcept override { return "zookeeper"; }
         ZooKeeperLockService::State& s;
-        bool acquire(Hold& h, SteadyTime) override {
+        bool acquire(HoldRecord& h, SteadyTime) override {
             h.key = kDowngraded;
             return true;
         }
-        bool release(Hold& h) override { return h.state ? s.release(h) : true; }
-        void abandon(Hold& h) noexcept override {
+        bool release(HoldRecord& h) override { return h.state ? s.release(h) : true; }
+        void abandon(HoldRecord& h) noexcept override {
             if (h.state) s.abandon(h);
         }
     };

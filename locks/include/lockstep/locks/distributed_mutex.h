@@ -46,6 +46,13 @@
 //     destructor) is a no-op.
 //   - lock() gives up with TimeoutError after LockOptions::max_wait; backend failures surface as
 //     ConnectionError / TimeoutError / DbError / ProtocolError.
+//   - Movable holds (hold.h, docs/holds.md): acquire() / try_acquire*() take the lock for an
+//     owner of its own, not the calling thread, and return it as a Hold that any thread may
+//     release. Not reentrant: while a Hold is held, every other acquisition of the name (another
+//     Hold, the thread that made it, any thread's lock()) waits as for another process. The same
+//     hold registry, validity, renewal and loss reporting serve both kinds of owner.
+//   - LockOptions::max_hold caps every hold (thread-owned or movable): reported lost
+//     (MaxHoldReached) and given back at the cap.
 //
 // Thread safety: one object may be shared by many threads (like std::mutex); each thread's hold
 // is its own. REQUIRES: the service that made it outlives it.
@@ -54,6 +61,7 @@
 #include <chrono>
 #include <string>
 
+#include "lockstep/locks/hold.h"
 #include "lockstep/locks/lock_loss.h"
 #include "lockstep/locks/steady_deadline.h"
 
@@ -83,6 +91,17 @@ public:
     // The same, but LockLostError if the hold was lost and the backend's error if the release
     // failed (the hold is forgotten either way).
     void unlock_checked() { unlock_as(UnlockMode::Throw); }
+
+    // A movable hold (hold.h): waits up to LockOptions::max_wait (TimeoutError after it).
+    virtual Hold acquire() = 0;
+    // One attempt, no waiting; an empty Hold when the lock is busy.
+    Hold try_acquire() { return try_acquire_until_steady(std::chrono::steady_clock::time_point::min()); }
+    template <class Rep, class Period>
+    Hold try_acquire_for(const std::chrono::duration<Rep, Period>& timeout) {
+        return try_acquire_until_steady(detail::deadline_from_now(timeout));
+    }
+    // Waits until `deadline` at most; an empty Hold when it passed.
+    virtual Hold try_acquire_until_steady(std::chrono::steady_clock::time_point deadline) = 0;
 
     // The calling thread's hold is known lost or past its validity. No round trip.
     virtual bool lost() const = 0;

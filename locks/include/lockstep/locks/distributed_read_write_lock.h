@@ -13,6 +13,8 @@
 //     LockUpgradeError at once (two upgrading readers would wait for each other forever).
 //   - Write acquisitions get fencing tokens (the same counter as the backend's mutex of the
 //     same name); read holds have none.
+//   - Movable holds of either side (acquire(), acquire_shared(), hold.h): an owner of their
+//     own, as DistributedMutex's. A read Hold is never a downgrade of a thread's write hold.
 //   - Losses and errors as DistributedMutex: validity on the holder's own clock (lost() true
 //     from `sent + lease − drift` on, no round trip; on_lost once, on time), LockLostError,
 //     NotOwnerError. Each side's hold has its own validity; lost() is true when either side's is.
@@ -23,6 +25,7 @@
 #include <chrono>
 #include <string>
 
+#include "lockstep/locks/hold.h"
 #include "lockstep/locks/lock_errors.h"
 #include "lockstep/locks/lock_loss.h"
 #include "lockstep/locks/steady_deadline.h"
@@ -64,6 +67,23 @@ public:
     virtual bool try_lock_shared_until_steady(std::chrono::steady_clock::time_point deadline) = 0;
     void unlock_shared() { unlock_shared_as(UnlockMode::Report); }
     void unlock_shared_checked() { unlock_shared_as(UnlockMode::Throw); }
+
+    // Movable holds of the write side (hold.h); as DistributedMutex::acquire and try_acquire*.
+    virtual Hold acquire() = 0;
+    Hold try_acquire() { return try_acquire_until_steady(std::chrono::steady_clock::time_point::min()); }
+    template <class Rep, class Period>
+    Hold try_acquire_for(const std::chrono::duration<Rep, Period>& timeout) {
+        return try_acquire_until_steady(detail::deadline_from_now(timeout));
+    }
+    virtual Hold try_acquire_until_steady(std::chrono::steady_clock::time_point deadline) = 0;
+    // Movable holds of the read side (fence_token() 0).
+    virtual Hold acquire_shared() = 0;
+    Hold try_acquire_shared() { return try_acquire_shared_until_steady(std::chrono::steady_clock::time_point::min()); }
+    template <class Rep, class Period>
+    Hold try_acquire_shared_for(const std::chrono::duration<Rep, Period>& timeout) {
+        return try_acquire_shared_until_steady(detail::deadline_from_now(timeout));
+    }
+    virtual Hold try_acquire_shared_until_steady(std::chrono::steady_clock::time_point deadline) = 0;
 
     // Either side of the calling thread's holds is known lost. No round trip.
     virtual bool lost() const = 0;

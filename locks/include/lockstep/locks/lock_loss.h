@@ -34,6 +34,9 @@ enum class LockLossReason {
     // being acquired: the promoted replica may never have received the key (RACES L8), so the
     // hold cannot be known safe, even if the key did make it across.
     Failover,
+    // The hold reached LockOptions::max_hold: it was ended (given back to the server) and its
+    // stop token requested, whether or not its owner was done (ShedLock's lock-at-most-for).
+    MaxHoldReached,
 };
 
 std::string_view to_string(LockLossReason r) noexcept;
@@ -49,7 +52,8 @@ enum class UnlockMode { Report, Throw };
 struct LockLoss {
     std::string name;   // lock name as given to the lock
     std::string key;    // the backend's name of the hold: Redis key, ZooKeeper node, MySQL lock name
-    std::string owner;  // the backend's owner id of the hold (Redis: "<client id>:<thread number>:<hold number>")
+    std::string owner;  // the backend's owner id of the hold (Redis: "<client id>:<owner number>:<hold
+                        // number>"; the owner number is a thread's, or a movable Hold's, hold.h)
     LockLossReason reason = LockLossReason::Expired;
     std::string message;  // human-readable detail
 };

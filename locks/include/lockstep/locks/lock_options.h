@@ -29,6 +29,12 @@ struct LockOptions {
     // thread that notices (usually a watchdog or session thread). Keep it quick; it must not lock
     // or unlock locks of the same service.
     std::function<void(const LockLoss&)> on_lost;
+    // A cap on every hold of this lock, renewed or not (ShedLock's lock-at-most-for): this long
+    // after its acquisition a hold still held is ended (given back to the server), reported lost
+    // with LockLossReason::MaxHoldReached (on_lost, lost(), a Hold's stop token), and its
+    // owner's release then reports the loss (LockLostError from the checked variants). Unset:
+    // no cap. docs/holds.md.
+    std::optional<std::chrono::milliseconds> max_hold;
 };
 
 }  // namespace lockstep

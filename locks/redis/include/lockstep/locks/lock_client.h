@@ -2,11 +2,11 @@
 // RedisReadWriteLock). Create one per process (per Redis server) and pass it to the locks.
 //
 // It owns
-//   - a random client id; the owner of a hold is "<client id>:<thread number>:<hold number>",
-//     where thread numbers are never reused within a process (unlike pthread ids), so a new
-//     thread cannot "re-enter" a hold left behind by a dead one, and every acquisition gets a
-//     hold number of its own, so a late release or renewal of a thread's earlier hold cannot
-//     end or extend its later one;
+//   - a random client id; the owner of a hold is "<client id>:<owner number>:<hold number>",
+//     where owner numbers (a thread's, or a movable Hold's, hold.h) are never reused within a
+//     process (unlike pthread ids), so a new thread cannot "re-enter" a hold left behind by a
+//     dead one, and every acquisition gets a hold number of its own, so a late release or
+//     renewal of an earlier hold cannot end or extend a later one of the same owner;
 //   - the hold registry: which thread of this process holds which lock, how often (reentrant
 //     count), with which fencing token, and whether the hold was lost;
 //   - the watchdog thread (L5): it renews every renewed hold of this client at lease/3, all

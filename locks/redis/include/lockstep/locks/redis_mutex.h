@@ -12,7 +12,8 @@
 //
 // Semantics (details and the races each step closes in docs/locks.md):
 //   - One acquire script and one release script (L1-L4). The hold is a Redis hash field
-//     owner -> count; the owner is "<client id>:<thread number>:<hold number>" (RedisLockClient).
+//     owner -> count; the owner is "<client id>:<owner number>:<hold number>" (RedisLockClient;
+//     the owner number is the thread's, or a movable Hold's: acquire(), docs/holds.md).
 //   - Reentrant (L6): the thread that holds it may lock it again (through this or any other
 //     RedisMutex object of the same client and name); it is free after as many unlocks.
 //   - Lease: `lease` (default 30 s) renewed by the client's watchdog every lease/3 while held
@@ -50,6 +51,7 @@
 #include <optional>
 #include <string>
 
+#include "lockstep/locks/hold.h"
 #include "lockstep/locks/lock_client.h"
 
 namespace lockstep {
@@ -81,6 +83,8 @@ struct MutexOptions {
     std::optional<std::chrono::milliseconds> max_wait;
     // Called once when a hold of this mutex is lost (after the client's on_lost).
     std::function<void(const LockLoss&)> on_lost;
+    // A cap on every hold (LockOptions::max_hold, docs/holds.md); unset: none.
+    std::optional<std::chrono::milliseconds> max_hold;
 };
 
 class RedisMutex {
@@ -113,6 +117,13 @@ public:
     // client destroyed), or the Redis error if the release failed. After it threw, the next
     // unlock() of this lock by this thread (a std guard's destructor) is a no-op.
     void unlock_checked();
+
+    // Movable holds (lockstep/locks/hold.h, docs/holds.md): an owner of their own, never a
+    // re-entry of a thread's hold. acquire() waits until max_wait (TimeoutError); try_acquire*()
+    // return an empty Hold when busy or at the deadline.
+    Hold acquire();
+    Hold try_acquire();
+    Hold try_acquire_until_steady(std::chrono::steady_clock::time_point deadline);
 
     // True when the calling thread holds this lock in its own view and the hold is known lost
     // (renewal found it gone), or its lease ran out without a renewal, measured conservatively

@@ -54,6 +54,8 @@ struct ReadWriteLockOptions {
     // lock() / lock_shared() give up with TimeoutError after this long; unset: wait indefinitely.
     std::optional<std::chrono::milliseconds> max_wait;
     std::function<void(const LockLoss&)> on_lost;
+    // A cap on every hold (LockOptions::max_hold, docs/holds.md); unset: none.
+    std::optional<std::chrono::milliseconds> max_hold;
 };
 
 class RedisReadWriteLock {
@@ -93,6 +95,16 @@ public:
     }
     void unlock_shared();
     void unlock_shared_checked();
+
+    // Movable holds (lockstep/locks/hold.h, docs/holds.md): an owner of their own, never a
+    // re-entry, upgrade or downgrade of a thread's hold. acquire*() wait until max_wait
+    // (TimeoutError); try_acquire*() return an empty Hold when busy or at the deadline.
+    Hold acquire();
+    Hold try_acquire();
+    Hold try_acquire_until_steady(std::chrono::steady_clock::time_point deadline);
+    Hold acquire_shared();
+    Hold try_acquire_shared();
+    Hold try_acquire_shared_until_steady(std::chrono::steady_clock::time_point deadline);
 
     // Either side of the calling thread's holds is known lost.
     bool lost() const;
