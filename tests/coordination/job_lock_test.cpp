@@ -14,6 +14,7 @@
 #include "../support/eventually.h"
 #include "backends.h"
 #include "child_process.h"
+#include "child_role.h"
 #include "lockstep/coordination/job_lock.h"
 #include "lockstep/coordination/job_run_record.h"
 #include "lockstep/coordination/job_schedule.h"
@@ -27,15 +28,8 @@ namespace {
 
 using namespace lockstep;
 
-std::string env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
-
-void say(const std::string& line) {
-    const std::string l = line + "\n";
-    (void)!::write(STDOUT_FILENO, l.data(), l.size());
-}
+using lockstep::test::child::env;
+using lockstep::test::child::say;
 
 // A node in its own process that runs one slot of JOB. RECORD=first: the job opens its
 // transaction and records the run, says RUNNING <slot> <token>, then waits (to be killed).
@@ -81,18 +75,8 @@ int job_holder_role() {
 // Child roles of this file are named by LOCKSTEP_COORDINATION_CHILD (the Child helper's own role
 // variable is left empty, so no other file's runner claims the process).
 struct RunJobChildRole {
-    RunJobChildRole() {
-        if (env("LOCKSTEP_COORDINATION_CHILD") != "job-holder") return;
-        int rc = 4;
-        try {
-            rc = job_holder_role();
-        } catch (const std::exception& e) {
-            say(std::string("ERROR ") + e.what());
-        }
-        std::cout.flush();
-        ::_exit(rc);
-    }
-} run_job_child_role;
+    RunJobChildRole() { lockstep::test::child::run_if_named("LOCKSTEP_COORDINATION_CHILD", "job-holder", job_holder_role); }
+} run_child_role;
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 
 #include "backends.h"
 #include "child_process.h"
+#include "child_role.h"
 #include "eventually.h"
 #include "lockstep/coordination/leader_latch.h"
 #include "lockstep/core/error.h"
@@ -30,15 +31,8 @@ namespace {
 using namespace lockstep;
 using namespace std::chrono_literals;
 
-std::string env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
-
-void say(const std::string& line) {
-    const std::string l = line + "\n";
-    (void)!::write(STDOUT_FILENO, l.data(), l.size());
-}
+using lockstep::test::child::env;
+using lockstep::test::child::say;
 
 // A leader candidate in its own process: prints ELECTED <epoch> / REVOKED <reason>, and on
 // "WRITE <v>" writes v under the epoch it was elected with (whatever it believes now).
@@ -77,18 +71,8 @@ int latch_candidate_role() {
 // Child roles of this file are named by LOCKSTEP_COORDINATION_CHILD (the Child helper's own role
 // variable is left empty, so no other file's runner claims the process).
 struct RunLatchChildRole {
-    RunLatchChildRole() {
-        if (env("LOCKSTEP_COORDINATION_CHILD") != "latch-candidate") return;
-        int rc = 4;
-        try {
-            rc = latch_candidate_role();
-        } catch (const std::exception& e) {
-            say(std::string("ERROR ") + e.what());
-        }
-        std::cout.flush();
-        ::_exit(rc);
-    }
-} run_latch_child_role;
+    RunLatchChildRole() { lockstep::test::child::run_if_named("LOCKSTEP_COORDINATION_CHILD", "latch-candidate", latch_candidate_role); }
+} run_child_role;
 
 }  // namespace
 

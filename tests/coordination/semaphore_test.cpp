@@ -17,6 +17,7 @@
 
 #include "backends.h"
 #include "child_process.h"
+#include "child_role.h"
 #include "eventually.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/coordination/semaphore.h"
@@ -28,15 +29,8 @@ namespace {
 using namespace lockstep;
 using namespace std::chrono_literals;
 
-std::string env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
-
-void say(const std::string& line) {
-    const std::string l = line + "\n";
-    (void)!::write(STDOUT_FILENO, l.data(), l.size());
-}
+using lockstep::test::child::env;
+using lockstep::test::child::say;
 
 // Takes COUNT permits of NAME (PERMITS, LEASE_MS), says HELD, and keeps them until stdin closes.
 int semaphore_holder_role() {
@@ -57,14 +51,7 @@ int semaphore_holder_role() {
 // Child roles of this file are named by LOCKSTEP_COORDINATION_CHILD (see leader_latch_test.cpp).
 struct RunSemaphoreChildRole {
     RunSemaphoreChildRole() {
-        if (env("LOCKSTEP_COORDINATION_CHILD") != "semaphore-holder") return;
-        int rc = 4;
-        try {
-            rc = semaphore_holder_role();
-        } catch (const std::exception& e) {
-            say(std::string("ERROR ") + e.what());
-        }
-        ::_exit(rc);
+        lockstep::test::child::run_if_named("LOCKSTEP_COORDINATION_CHILD", "semaphore-holder", semaphore_holder_role);
     }
 } run_semaphore_child_role;
 

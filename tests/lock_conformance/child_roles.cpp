@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends.h"
+#include "child_role.h"
 #include "counter_file.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/db/fenced_write.h"
@@ -25,15 +26,8 @@ namespace {
 using namespace lockstep;
 using namespace std::chrono_literals;
 
-std::string env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
-
-void say(const std::string& line) {
-    const std::string l = line + "\n";
-    (void)!::write(STDOUT_FILENO, l.data(), l.size());
-}
+using lockstep::test::child::env;
+using lockstep::test::child::say;
 
 std::string next_command() {
     std::string line;
