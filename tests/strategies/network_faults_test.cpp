@@ -10,6 +10,7 @@
 #include "eventually.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/servers/fault_proxy.h"
+#include "lockstep/strategies/outbox.h"
 #include "lockstep/servers/proxied_url.h"
 #include "strategies_test_support.h"
 #include "test_servers.h"
@@ -75,6 +76,51 @@ TEST(RepositoryNetworkFaultsTest, AWriterCutOffFromRedisAfterCommitIsStaleOnlyUn
     EXPECT_LT(stale_after_heal_ms, 5000);
     EXPECT_TRUE(eventually([&] { return writer.metrics().deletes_pending == 0; }, 5s));
     EXPECT_EQ(reader.get(id)->price, 2);
+}
+
+TEST(RepositoryNetworkFaultsTest, AWriterCutOffFromRedisAfterCommitIsStaleOnlyUntilAnotherProcessReplaysItsOutbox) {
+    if (servers().redis_is_cluster()) GTEST_SKIP() << "one proxy per endpoint: single-node Redis only";
+    ProductCleanup cleanup;
+    auto proxy = proxy_for(servers().redis_url());
+    RedisOptions ro = parse_redis_url(proxied_redis_url(servers().redis_url(), *proxy));
+    ro.connect_timeout = 300ms;
+    ro.socket_timeout = 300ms;
+    RedisClient writer_redis(ro);
+    OutboxOptions oo;
+    oo.bound = 600ms;
+    oo.replay_every = 100ms;
+    // The writer's outbox reaches Redis through the same cut link; the replayer is another
+    // process's outbox, with a link of its own.
+    auto writer_outbox = std::make_shared<Outbox>(db(), make_redis_entry_store(writer_redis), oo);
+    Outbox replayer(db(), make_redis_entry_store(redis()), oo);
+    RepositoryOptions o;
+    o.key_prefix = unique_key_prefix();
+    o.outbox = writer_outbox;
+    CachedRepository<Product> writer(product_entity(), db(), writer_redis, o);
+    RepositoryOptions plain;
+    plain.key_prefix = o.key_prefix;
+    CachedRepository<Product> reader(product_entity(), db(), redis(), plain);
+    const auto id = cleanup.add(unique_id());
+    insert_product(id, 1);
+    ASSERT_EQ(reader.get(id)->price, 1);
+
+    fault::ArmOptions once;
+    once.times = 1;
+    once.only_thread = std::this_thread::get_id();
+    auto cut = fault::arm(std::string(repo_points::after_commit), [&] { proxy->blackhole(); }, once);
+    const auto committed = Clock::now();
+    writer.update(id, [](Product& p) { p.price = 2; });
+    EXPECT_EQ(db_price(id), 2);
+    ASSERT_TRUE(eventually([&] { return freshness(reader.key_of(id), id) == Freshness::Fresh; }, 20s))
+        << "the replayer deletes the key while the writer is still cut off";
+    const auto stale_ms = ms_since(committed);
+    std::printf("[ measure  ] stale for %lld ms after COMMIT with the writer still cut off (bound 600 ms + "
+                "replay_every 100 ms)\n",
+                stale_ms);
+    EXPECT_GE(stale_ms, 500) << "not before the bound: the delete came from the replay";
+    EXPECT_LT(stale_ms, 600 + 100 + 2000);
+    EXPECT_GE(replayer.metrics().replayed + writer_outbox->metrics().replayed, 1u);
+    proxy->pass();
 }
 
 TEST(RepositoryNetworkFaultsTest, MariadbBlackholedMidTransactionFailsTypedWithinTwiceTheTimeoutAndWritesNothing) {
