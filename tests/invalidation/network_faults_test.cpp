@@ -13,7 +13,9 @@
 #include "lockstep/invalidation/binlog_invalidator.h"
 #include "lockstep/servers/fault_proxy.h"
 #include "lockstep/servers/proxied_url.h"
+#include "lockstep/core/fault_point.h"
 #include "lockstep/strategies/cached_repository.h"
+#include "lockstep/strategies/fault_points.h"
 #include "lockstep/strategies/write_then_delete.h"
 #include "test_servers.h"
 
@@ -113,6 +115,43 @@ TEST_F(FollowerNetworkFaultsTest, AFollowerCutOffFromRedisRetriesItsDeletesAndLo
     std::printf("[ measure  ] every key deleted %lld ms after Redis passed again; redis_errors %llu, lag max %.0f us\n",
                 static_cast<long long>(ms.count()), static_cast<unsigned long long>(m.redis_errors), m.lag_max_us);
     for (auto id : ids_) EXPECT_EQ(repo_->get(id)->price, 300);
+}
+
+TEST_F(FollowerNetworkFaultsTest, AWriterCutOffFromRedisAfterCommitIsStaleOnlyUntilTheFollowerDeletes) {
+    BinlogInvalidator f(servers().mysql_options(), redis(), products_map(prefix_),
+                        follower_options("net-writer-" + prefix_));
+    f.start();
+    ASSERT_TRUE(f.wait_caught_up(10s));
+    auto proxy = proxy_for(servers().redis_url());
+    RedisOptions ro = parse_redis_url(proxied_redis_url(servers().redis_url(), *proxy));
+    ro.connect_timeout = 300ms;
+    ro.socket_timeout = 300ms;
+    RedisClient writer_redis(ro);
+    RepositoryOptions o;
+    o.key_prefix = prefix_;
+    o.strategy = std::make_shared<WriteThenDelete>();
+    CachedRepository<Item> writer(item_entity(), db(), writer_redis, o);
+    const auto id = ids_.front();
+    ASSERT_TRUE(repo_->get(id).has_value());
+    ASSERT_EQ(redis().command({"EXISTS", repo_->key_of(id)}).integer(), 1);
+
+    fault::ArmOptions once;
+    once.times = 1;
+    once.only_thread = std::this_thread::get_id();
+    auto cut = fault::arm(std::string(repo_points::after_commit), [&] { proxy->blackhole(); }, once);
+    const auto start = std::chrono::steady_clock::now();
+    writer.update(id, [](Item& i) { i.price = 400; });
+    // The writer's own delete timed out; the link stays cut, so only the follower can delete.
+    ASSERT_TRUE(eventually([&] { return redis().command({"EXISTS", repo_->key_of(id)}).integer() == 0; }, 20s))
+        << "the follower did not delete the key the writer could not";
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    std::printf("[ measure  ] writer cut off after COMMIT: key deleted by the follower %lld ms after the write began "
+                "(the writer's own DEL times out at 300 ms); follower lag max %.0f us\n",
+                static_cast<long long>(ms.count()), f.metrics().lag_max_us);
+    EXPECT_LT(ms.count(), 5000);
+    EXPECT_GE(writer.metrics().deletes_pending, 1u) << "the writer's delete is still queued behind the cut link";
+    EXPECT_EQ(repo_->get(id)->price, 400);
+    proxy->pass();
 }
 
 }  // namespace
