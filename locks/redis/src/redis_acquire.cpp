@@ -301,7 +301,7 @@ bool RedisLockClient::Impl::try_fresh(Acquisition& a, const WaitTicket* ticket, 
         switch (out.status) {
             case AttemptStatus::Acquired:
                 register_hold(a, sent, out.value);
-                if (!confirm_new_hold(*this, side, a.owner, sent)) continue;  // L8 (replication_wait.h)
+                if (!confirm_new_hold(*this, side, a.owner, a.hid, sent)) continue;  // L8 (replication_wait.h)
                 return true;
             case AttemptStatus::Busy:
                 return false;

@@ -15,10 +15,10 @@ using std::chrono::milliseconds;
 
 // Forgets the just registered hold and releases it on the server (best effort: its lease ends it
 // otherwise). Nobody was told about the hold, so nothing is reported.
-void drop_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner) {
+void drop_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner, const std::string& hid) {
     {
         MutexLock lock(impl.mutex);
-        auto it = impl.holds.find(hold_id(side.hold_key(), owner));
+        auto it = impl.holds.find(hid);
         if (it != impl.holds.end()) {
             it->second->active = false;
             impl.holds.erase(it);
@@ -66,11 +66,12 @@ void check_replication_wait(const RedisLockClient::Impl& impl) {
     }
 }
 
-bool confirm_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner, SteadyTime sent) {
+bool confirm_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner, const std::string& hid,
+                      SteadyTime sent) {
     if (master_changed_since(impl, sent)) {
         logger()->info("lock '{}': the Redis master changed while it was being acquired; acquiring it again",
                        side.name());
-        drop_new_hold(impl, side, owner);
+        drop_new_hold(impl, side, owner, hid);
         return false;
     }
     const ReplicationWait& wait = impl.options.replication_wait;
@@ -78,7 +79,7 @@ bool confirm_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const s
     std::string failure;
     const long long acks = replica_acks(impl, side, owner, wait, failure);
     if (acks >= wait.replicas) return true;
-    drop_new_hold(impl, side, owner);
+    drop_new_hold(impl, side, owner, hid);
     throw ReplicationWaitError(
         "lock '" + side.name() + "': acquired on the master but " +
         (acks < 0 ? "WAIT failed (" + failure + ")"

@@ -18,7 +18,8 @@ void check_replication_wait(const RedisLockClient::Impl& impl);
 
 // true: keep the hold. false: the hold was dropped (released, forgotten, not reported); try the
 // acquisition again. Throws ReplicationWaitError (hold released) when too few replicas acked.
-// REQUIRES: `owner`'s new hold of `side` was just registered.
-bool confirm_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner, SteadyTime sent);
+// REQUIRES: the new hold of `side` (owner value `owner`, registry id `hid`) was just registered.
+bool confirm_new_hold(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner, const std::string& hid,
+                      SteadyTime sent);
 
 }  // namespace lockstep
