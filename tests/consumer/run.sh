@@ -11,8 +11,8 @@ cmake -S "$src" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
 "$work/build/consumer"
 # Test support (LocalServers & co.) is its own component, not in the installed core library.
-lib="$(find "$work/prefix" -name liblockstep.a -o -name liblockstep.so | head -n 1)"
-if nm -C "$lib" | grep -q "LocalServers::"; then
+lib="$(find "$work/prefix" -name liblockstep.a -o -name liblockstep.so | sed -n 1p)"
+if nm -C "$lib" | grep "LocalServers::" >/dev/null; then
   echo "find_package_consumer: $lib carries LocalServers (test support belongs in lockstep::testing)" >&2
   exit 1
 fi

@@ -10,7 +10,10 @@
 #      (find_package(lockstep), CMAKE_PREFIX_PATH=<root>/usr) and with a plain compiler line from
 #      pkg-config --cflags --libs (PKG_CONFIG_PATH=<root>/usr/lib/pkgconfig).
 # A header or library missing from the package fails step 3 or 4.
+# Under pipefail a reader that stops early (head -n 1, awk's exit) can kill its writer with
+# SIGPIPE and fail the step at random; every reader here reads its input to the end.
 set -euo pipefail
+trap 'echo "debian_package: line $LINENO: \"$BASH_COMMAND\" failed (status $?)" >&2' ERR
 build_dir="$(cd "$1" && pwd)"
 work="$2"
 src="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -36,7 +39,7 @@ depends_of() { dpkg-deb -f "$1" Depends | tr ',' '\n' | sed 's/^ *//; s/[ (].*//
 package_of() {
   local path
   for path in "$1" "${1#/usr}" "/usr$1"; do
-    dpkg -S "$path" 2>/dev/null | head -n 1 | cut -d: -f1 && return 0
+    dpkg -S "$path" 2>/dev/null | sed -n 1p | cut -d: -f1 && return 0
   done
 }
 check_covered() {  # <deb> <library path> <what links it>
@@ -44,22 +47,22 @@ check_covered() {  # <deb> <library path> <what links it>
   package="$(package_of "$2" || true)"
   [ -n "$package" ] || package="$(package_of "$(readlink -f "$2")" || true)"
   [ -n "$package" ] || fail "no Debian package owns $2 ($3)"
-  depends_of "$1" | grep -qx "$package" || fail "$(basename "$1") does not depend on $package ($2, $3)"
+  depends_of "$1" | grep -x "$package" >/dev/null || fail "$(basename "$1") does not depend on $package ($2, $3)"
 }
 dpkg-deb -x "$invalidator_deb" "$work/root"
 for needed in $(readelf -d "$work/root/usr/bin/lockstep-invalidator" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
-  path="$(ldconfig -p | awk -v lib="$needed" '$1 == lib && /x86-64/ {print $NF; exit}')"
+  path="$(ldconfig -p | awk -v lib="$needed" '$1 == lib && /x86-64/ && !found {print $NF; found = 1}')"
   [ -n "$path" ] || fail "lockstep-invalidator needs $needed, which is not installed here"
   check_covered "$invalidator_deb" "$path" "NEEDED by lockstep-invalidator"
 done
 dpkg-deb -x "$dev_deb" "$work/root"
 pc_dir="$work/root/usr/lib/pkgconfig"
-[ -f "$pc_dir/lockstep.pc" ] || pc_dir="$(dirname "$(find "$work/root" -name lockstep.pc | head -n 1)")"
+[ -f "$pc_dir/lockstep.pc" ] || pc_dir="$(dirname "$(find "$work/root" -name lockstep.pc | sed -n 1p)")"
 export PKG_CONFIG_PATH="$pc_dir"
 for flag in $(pkg-config --libs-only-l --static lockstep-testing lockstep); do
   lib="lib${flag#-l}.so"
   case "$lib" in liblockstep*) continue ;; esac
-  path="$(ldconfig -p | awk -v lib="$lib" '$1 == lib {print $NF; exit}')"
+  path="$(ldconfig -p | awk -v lib="$lib" '$1 == lib && !found {print $NF; found = 1}')"
   [ -n "$path" ] || path="/usr/lib/x86_64-linux-gnu/$lib"
   [ -e "$path" ] || fail "lockstep.pc links $flag: $lib is not installed here"
   check_covered "$dev_deb" "$path" "linked through lockstep.pc"
@@ -86,7 +89,7 @@ cmake --build "$work/cmake-build" >"$work/cmake-build.log" 2>&1 \
 [ -x "$work/cmake-build/inventory_service" ] || fail "no inventory_service from the CMake build"
 
 # 4b. pkg-config: a plain compiler line.
-packaged_libdir="$(dirname "$(find "$work/root" -name liblockstep.a | head -n 1)")"
+packaged_libdir="$(dirname "$(find "$work/root" -name liblockstep.a | sed -n 1p)")"
 [ "$(pkg-config --variable=libdir lockstep | xargs readlink -f)" = "$(readlink -f "$packaged_libdir")" ] \
   || fail "lockstep.pc points at $(pkg-config --variable=libdir lockstep), not the package"
 flags="$(pkg-config --cflags --libs lockstep-testing lockstep)"
