@@ -281,7 +281,51 @@ namespace {
 
 RedisOptions parse_topology_url(std::string_view url, std::string_view scheme, RedisTopology topology);
 
+// "host:port" of an address_map entry.
+RedisEndpoint parse_map_endpoint(std::string_view text, const std::string& part) {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) {
+        throw ConfigError(part, "'" + std::string(text) + "' is not host:port");
+    }
+    RedisEndpoint e;
+    e.host = std::string(text.substr(0, colon));
+    e.port = static_cast<int>(parse_integer(text.substr(colon + 1), part, 1, 65535));
+    return e;
+}
+
+// "<host>:<port>=<host>:<port>,...": each announced address and the one to connect to instead.
+std::vector<std::pair<RedisEndpoint, RedisEndpoint>> parse_address_map(std::string_view value, const std::string& part) {
+    std::vector<std::pair<RedisEndpoint, RedisEndpoint>> map;
+    while (!value.empty()) {
+        const auto comma = value.find(',');
+        const std::string_view entry = value.substr(0, comma);
+        value = comma == std::string_view::npos ? std::string_view{} : value.substr(comma + 1);
+        if (entry.empty() || (comma != std::string_view::npos && value.empty())) {
+            throw ConfigError(part, "empty entry (stray ',')");
+        }
+        const auto eq = entry.find('=');
+        if (eq == std::string_view::npos) {
+            throw ConfigError(part, "entry '" + std::string(entry) + "' is not <host>:<port>=<host>:<port>");
+        }
+        RedisEndpoint from = parse_map_endpoint(entry.substr(0, eq), part);
+        RedisEndpoint to = parse_map_endpoint(entry.substr(eq + 1), part);
+        for (const auto& [seen, _] : map) {
+            if (seen == from) throw ConfigError(part, from.host + ":" + std::to_string(from.port) + " is mapped twice");
+        }
+        map.emplace_back(std::move(from), std::move(to));
+    }
+    if (map.empty()) throw ConfigError(part, "empty map");
+    return map;
+}
+
 }  // namespace
+
+RedisEndpoint mapped_address(const RedisOptions& options, const std::string& host, int port) {
+    for (const auto& [from, to] : options.address_map) {
+        if (from.port == port && from.host == host) return to;
+    }
+    return RedisEndpoint{host, port};
+}
 
 RedisOptions parse_redis_url(std::string_view url) {
     if (url.substr(0, 16) == "redis+cluster://") return parse_topology_url(url, "redis+cluster", RedisTopology::Cluster);
@@ -317,8 +361,11 @@ RedisOptions parse_redis_url(std::string_view url) {
             o.pool_size = parse_pool_size(value, part);
         } else if (key == "pool_wait_timeout") {
             o.pool_wait_timeout = parse_duration(value, part);
+        } else if (key == "address_map") {
+            o.address_map = parse_address_map(value, part);
         } else {
-            throw ConfigError(part, "unknown parameter (known: connect_timeout, socket_timeout, pool_size, pool_wait_timeout)");
+            throw ConfigError(part, "unknown parameter (known: connect_timeout, socket_timeout, pool_size, pool_wait_timeout, "
+                                    "address_map)");
         }
     }
     if (o.connect_timeout.count() == 0) throw ConfigError("query parameter 'connect_timeout'", "must be positive");

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lockstep {
@@ -55,6 +56,16 @@ struct RedisOptions {
     // CLUSTERDOWN / TRYAGAIN or a master is unreachable (a failover takes node-timeout plus an
     // election, ~2 s with node-timeout 1 s). After it, a ClusterUnavailableError (RetryCall).
     std::chrono::milliseconds failover_wait{3000};
+    // Addresses to connect to instead of the ones given: each (from, to) pair sends a connection
+    // meant for `from` to `to`. For a client that reaches a Cluster's nodes or a Sentinel's master
+    // and replicas through NAT, port forwarding or a proxy, where the servers announce addresses
+    // the client cannot use (CLUSTER SLOTS, MOVED/ASK, SENTINEL get-master-addr-by-name). Applies
+    // to every address the Cluster and Sentinel clients connect to; a standalone client connects
+    // to host:port as written. URL: address_map=<host>:<port>=<host>:<port>,...
+    std::vector<std::pair<RedisEndpoint, RedisEndpoint>> address_map;
 };
+
+// The endpoint to connect to for `host`:`port`: its address_map entry, or itself.
+RedisEndpoint mapped_address(const RedisOptions& options, const std::string& host, int port);
 
 }  // namespace lockstep

@@ -9,6 +9,13 @@
 //   ... m->lost() turns true at the hold's validity, before a rival can acquire ...
 //   holder.pass();
 //
+// A Cluster or Sentinel URL (redis+cluster://, redis+sentinel://, and their redis-fair forms)
+// works too: the seeds or sentinels of the URL sit behind proxies, and so does every data node
+// they announce (asked directly when the service opens: CLUSTER NODES, or the Sentinel's master
+// and replicas); the holder's client is told to use the proxies instead of the announced
+// addresses (RedisOptions::address_map), so MOVED, ASK and failovers stay behind the proxies. A
+// node that joins later is not proxied.
+//
 // The network deadlines the holder gets (its socket, connect and read timeouts) are set in the
 // URL, shorter than any lease the caller uses, so that a call into a partition gives up in time:
 // the Redis-based backends get `redis_timeout` for both; MySQL gets `mysql_timeout` as its read and
@@ -46,8 +53,8 @@ struct ProxiedTimeouts {
 };
 
 // Opens `url` (any lock-service URL of open_lock_service) with each endpoint behind a new proxy.
-// ConfigError when an endpoint is not on 127.0.0.0/8 (a proxy forwards to loopback only) or the
-// URL form hands out other addresses (cluster, sentinel).
+// ConfigError when an endpoint is not on 127.0.0.0/8 (a proxy forwards to loopback only);
+// ConnectionError when no seed of a Cluster or Sentinel URL answers.
 ProxiedLockService open_proxied_lock_service(std::string url, LockServiceOptions options,
                                              ProxiedTimeouts timeouts = {});
 
