@@ -29,6 +29,7 @@ constexpr int kClusterHit = 22;
 constexpr int kFairCycle = 23;   // the fair Redis mutex against the same floor
 constexpr int kNearHit = 12;     // 12..15: near hit, near miss, memory per near entry, delivery
 constexpr int kHoldCycle = 24;   // a movable Hold's cycle against lock()/unlock()
+constexpr int kLossDetection = 120;  // 120..124: a partitioned holder's loss margin per backend
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);
@@ -49,6 +50,8 @@ int handover_worker_main(int argc, char** argv);
 void register_lock_backends(Environment& env, Plan& plan);
 // Lock cycle and cache hit on a 3-master cluster ÷ the same on one node.
 void register_cluster(Environment& env, Plan& plan);
+// A holder partitioned by fault proxies: how long before a rival acquires it knows, per backend.
+void register_loss_detection(Environment& env, Plan& plan);
 #endif
 
 #if LOCKSTEP_BENCH_HAS_STRATEGIES

@@ -13,6 +13,7 @@
 #include <future>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -138,7 +139,16 @@ TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
         "CREATE TABLE IF NOT EXISTS nf_fenced (id BIGINT PRIMARY KEY, v BIGINT, fence BIGINT NOT NULL "
         "DEFAULT 0)");
     pool.execute("REPLACE INTO nf_fenced (id, v, fence) VALUES (1, 0, 0)");
-    auto held = holder_.service->make_mutex("partition", lease_options());
+    // on_lost is on time too: called at the hold's validity, not when a renewal stuck in the
+    // partition gives up at its socket timeout.
+    std::mutex on_lost_mu;
+    std::optional<Clock::time_point> on_lost_at;
+    LockOptions held_options = lease_options();
+    held_options.on_lost = [&](const LockLoss&) {
+        std::lock_guard g(on_lost_mu);
+        if (!on_lost_at) on_lost_at = Clock::now();
+    };
+    auto held = holder_.service->make_mutex("partition", held_options);
     auto rival = rival_->make_mutex("partition", lease_options());
 
     std::promise<FenceToken> holding;
@@ -215,9 +225,16 @@ TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
     EXPECT_LT(*seen.last_believed, rival_acquired)
         << "the holder still believed it held the lock " << ms_between(rival_acquired, *seen.last_believed)
         << " ms after the rival acquired it";
+    {
+        std::lock_guard g(on_lost_mu);
+        ASSERT_TRUE(on_lost_at.has_value()) << "on_lost was never called";
+        EXPECT_LT(*on_lost_at, rival_acquired)
+            << "on_lost came " << ms_between(rival_acquired, *on_lost_at) << " ms after the rival acquired";
+    }
     std::cout << "[ measure ] " << GetParam() << ": partitioned holder's lost() true after "
-              << ms_between(cut, *seen.first_lost) << " ms, rival acquired after "
-              << ms_between(cut, rival_acquired) << " ms (lease " << kLease.count() << " ms)\n";
+              << ms_between(cut, *seen.first_lost) << " ms, on_lost after " << ms_between(cut, *on_lost_at)
+              << " ms, rival acquired after " << ms_between(cut, rival_acquired) << " ms (lease " << kLease.count()
+              << " ms)\n";
     EXPECT_EQ(seen.late_write, "refused");
     EXPECT_EQ(pool.query_one("SELECT v FROM nf_fenced WHERE id = 1")->get<std::int64_t>("v"), 2);
     EXPECT_EQ(seen.unlock, "lost");

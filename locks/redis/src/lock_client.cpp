@@ -66,12 +66,19 @@ RedisLockClient::Impl::~Impl() {
         MutexLock lock(mutex);
         stopping = true;
     }
-    watchdog_cv.notify_all();
-    if (watchdog.joinable()) watchdog.join();
+    join_threads();
 }
 
 void RedisLockClient::Impl::start() {
     watchdog = std::thread([this] { watchdog_loop(); });
+    expiry = std::thread([this] { expiry_loop(); });
+}
+
+void RedisLockClient::Impl::join_threads() {
+    watchdog_cv.notify_all();
+    expiry_cv.notify_all();
+    if (watchdog.joinable()) watchdog.join();
+    if (expiry.joinable()) expiry.join();
 }
 
 bool RedisLockClient::Impl::is_closed() const {
@@ -99,8 +106,7 @@ void RedisLockClient::Impl::close() {
         closed = true;  // from here on no new call reaches `redis`
         stopping = true;
     }
-    watchdog_cv.notify_all();
-    if (watchdog.joinable()) watchdog.join();
+    join_threads();
     // Waiters wake and leave with LockClientClosedError; calls under way finish (each is one
     // round trip, bounded by the Redis timeouts).
     wake_everyone();

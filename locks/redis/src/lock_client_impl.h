@@ -261,6 +261,12 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     int calls_in_use GUARDED_BY(mutex) = 0;   // guarded by `mutex`: live Use objects
     CondVar calls_done_cv;
     std::thread watchdog;
+    // L11: reports a hold lost at its valid_until, while the watchdog may be stuck in a renewal
+    // into a partition for its socket timeout. Sleeps until the earliest validity; a new hold
+    // wakes it only when it ends earlier than that (expiry_wakes_at).
+    CondVar expiry_cv;
+    SteadyTime expiry_wakes_at GUARDED_BY(mutex) = SteadyTime::max();
+    std::thread expiry;
     std::map<std::string, std::shared_ptr<RedisHold>> holds GUARDED_BY(mutex);  // key '\n' owner -> hold
     // Holds whose unlock threw LockLostError: one more unlock by the same thread is absorbed
     // (the std guard's destructor after an explicit guard.unlock() in a try block).
@@ -270,6 +276,9 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     std::optional<LockLoss> mark_lost_locked(RedisHold& hold, LockLossReason reason, std::string message) REQUIRES(mutex);
     void report(const std::shared_ptr<RedisHold>& hold, const LockLoss& loss) EXCLUDES(mutex);
     void watchdog_loop() EXCLUDES(mutex);
+    void expiry_loop() EXCLUDES(mutex);
+    // Stops and joins the watchdog and the expiry thread (idempotent; `stopping` is set).
+    void join_threads() EXCLUDES(mutex);
     void renew_batch(std::vector<std::shared_ptr<RedisHold>> due) EXCLUDES(mutex);
     // max_hold: gives back holds the watchdog found at their cap (reported lost already).
     void end_capped(const std::vector<std::shared_ptr<RedisHold>>& capped) EXCLUDES(mutex);

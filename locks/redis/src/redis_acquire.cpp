@@ -283,13 +283,17 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, Fence
     }
     stats.acquire_latency.record(h->acquired_at - a.started);
     bool wake_watchdog = false;
+    bool wake_expiry = false;
     {
         MutexLock lock(mutex);
         wake_watchdog = h->next_check < watchdog_wakes_at;
+        wake_expiry = h->valid_until < expiry_wakes_at;
+        if (wake_expiry) expiry_wakes_at = h->valid_until;  // one wake-up for a burst of holds
         a.hold = h;
         holds[a.hid] = std::move(h);
     }
     if (wake_watchdog) watchdog_cv.notify_all();
+    if (wake_expiry) expiry_cv.notify_all();
 }
 
 // One fresh attempt (plain, or queuing with `ticket`); true when acquired, false when busy.

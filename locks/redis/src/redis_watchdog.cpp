@@ -83,6 +83,43 @@ void RedisLockClient::Impl::watchdog_loop() {
     }
 }
 
+// L11: the watchdog reports a hold whose renewals failed once a renewal returns past its validity,
+// and a renewal into a partition returns only at its socket timeout. This thread reports it at
+// valid_until itself, as lost() already says, so on_lost and the stop token are on time too. A
+// renewal acknowledged later finds the hold lost and leaves it so; the cap stays the watchdog's
+// (it gives the keys back).
+void RedisLockClient::Impl::expiry_loop() {
+    MutexLock lock(mutex);
+    while (!stopping) {
+        const SteadyTime now = SteadyClock::now();
+        SteadyTime next = SteadyTime::max();
+        std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> ended;
+        for (const auto& [k, h] : holds) {
+            if (!h->active || h->lost) continue;
+            if (h->valid_until > now) {
+                next = std::min(next, h->valid_until);
+                continue;
+            }
+            auto loss = h->renew ? mark_lost_locked(*h, LockLossReason::Unreachable,
+                                                    "its validity ended: no renewal was acknowledged within the lease")
+                                 : mark_lost_locked(*h, LockLossReason::LeaseEnded, "fixed lease ran out before unlock");
+            if (loss) ended.emplace_back(h, *loss);
+        }
+        if (!ended.empty()) {
+            lock.unlock();
+            for (const auto& [h, loss] : ended) report(h, loss);
+            lock.lock();
+            continue;
+        }
+        expiry_wakes_at = next;
+        if (next == SteadyTime::max()) {
+            expiry_cv.wait(mutex);
+        } else {
+            expiry_cv.wait_until(mutex, next);
+        }
+    }
+}
+
 // max_hold: the holds at their cap were reported lost; their keys are given back now (the last
 // release of each owner, in one pipeline) rather than a lease later. The owner's unlock then finds
 // the hold gone (reported already: LockLostError from the checked variants only). Best effort: if
