@@ -23,8 +23,8 @@ unsigned seconds_at_least_one(std::chrono::milliseconds ms) {
 }
 
 // The options' TLS, as the pool sets it through Connector/C++ (db/src/connector.cpp): a CA file
-// makes libmariadb verify the chain, VERIFY_SERVER_CERT adds the host name, ENFORCE refuses a
-// server without TLS.
+// makes libmariadb verify the chain, VERIFY_SERVER_CERT adds the host name, ENFORCE asks for TLS
+// (but does not refuse a server without it: connect() checks that).
 void set_tls(MYSQL* m, const MysqlTlsOptions& tls) {
     if (tls.mode == MysqlTlsMode::Disabled) return;
     my_bool enforce = 1;

@@ -274,8 +274,8 @@ void LocalServers::Impl::start_mysql_process() {
         "--max-connections=500",
     };
     if (!options.mysql_tls_cert.empty()) {
-        argv.insert(argv.end(), {"--ssl-cert=" + options.mysql_tls_cert, "--ssl-key=" + options.mysql_tls_key,
-                                 "--ssl-ca=" + options.mysql_tls_ca});
+        argv.insert(argv.end(), {"--ssl-cert=" + options.mysql_tls_cert, "--ssl-key=" + options.mysql_tls_key});
+        if (!options.mysql_tls_ca.empty()) argv.push_back("--ssl-ca=" + options.mysql_tls_ca);
     }
     if (::geteuid() == 0) argv.push_back("--user=root");
     mysql_pid = spawn(argv, (dir / "mariadbd.out").string(), (dir / "mariadbd.pid").string());
