@@ -445,6 +445,24 @@ RedisOptions parse_topology_url(std::string_view url, std::string_view scheme, R
 
 }  // namespace
 
+namespace {
+
+MysqlTlsMode parse_mysql_tls_mode(const std::string& value, const std::string& part) {
+    for (auto mode : {MysqlTlsMode::Disabled, MysqlTlsMode::Required, MysqlTlsMode::VerifyCa,
+                      MysqlTlsMode::VerifyIdentity}) {
+        if (value == to_string(mode)) return mode;
+    }
+    throw ConfigError(part, "unknown TLS mode '" + value + "' (known: disabled, required, verify_ca, verify_identity)");
+}
+
+// A PEM file path; whether it can be read is checked when a connection opens (db/mysql_tls.h).
+std::string tls_file(const std::string& value, const std::string& part) {
+    if (value.empty()) throw ConfigError(part, "empty file name");
+    return value;
+}
+
+}  // namespace
+
 MysqlOptions parse_mysql_url(std::string_view url) {
     UrlParts parts = split_url(url, "mysql");
     MysqlOptions o;
@@ -471,9 +489,18 @@ MysqlOptions parse_mysql_url(std::string_view url) {
             o.validation_interval = parse_duration(value, part);
         } else if (key == "statement_cache_size") {
             o.statement_cache_size = static_cast<std::size_t>(parse_integer(value, part, 0, 10000));
+        } else if (key == "tls") {
+            o.tls.mode = parse_mysql_tls_mode(value, part);
+        } else if (key == "tls_ca") {
+            o.tls.ca_file = tls_file(value, part);
+        } else if (key == "tls_cert") {
+            o.tls.cert_file = tls_file(value, part);
+        } else if (key == "tls_key") {
+            o.tls.key_file = tls_file(value, part);
         } else {
             throw ConfigError(part, "unknown parameter (known: connect_timeout, read_timeout, write_timeout, pool_size, "
-                                    "pool_wait_timeout, validation_interval, statement_cache_size)");
+                                    "pool_wait_timeout, validation_interval, statement_cache_size, tls, tls_ca, "
+                                    "tls_cert, tls_key)");
         }
     }
     if (o.connect_timeout.count() == 0) throw ConfigError("query parameter 'connect_timeout'", "must be positive");
@@ -514,6 +541,10 @@ std::string to_url(const MysqlOptions& o) {
            "&pool_wait_timeout=" + format_duration(o.pool_wait_timeout) +
            "&validation_interval=" + format_duration(o.validation_interval) +
            "&statement_cache_size=" + std::to_string(o.statement_cache_size);
+    if (o.tls.mode != MysqlTlsMode::Disabled) url += "&tls=" + std::string(to_string(o.tls.mode));
+    if (!o.tls.ca_file.empty()) url += "&tls_ca=" + percent_encode(o.tls.ca_file);
+    if (!o.tls.cert_file.empty()) url += "&tls_cert=" + percent_encode(o.tls.cert_file);
+    if (!o.tls.key_file.empty()) url += "&tls_key=" + percent_encode(o.tls.key_file);
     return url;
 }
 

@@ -6,6 +6,7 @@
 #include "connector.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/db/mysql_tls.h"
 #include "pool_core.h"
 
 namespace lockstep {
@@ -45,6 +46,7 @@ void PoolCore::drop(std::unique_ptr<MysqlConnection> conn) noexcept {
 
 MysqlPool::MysqlPool(MysqlOptions options) {
     if (options.pool_size == 0) throw ConfigError("pool_size", "must be at least 1");
+    check_mysql_tls(options.tls);  // at construction, not at the first lazy connect
     core_ = std::make_shared<db_detail::PoolCore>(std::move(options));
     core_->server = db_detail::describe_server(core_->options);
 }

@@ -8,6 +8,7 @@
 #include <mariadb_rpl.h>
 #include <poll.h>
 
+#include "lockstep/db/mysql_tls.h"
 #include "lockstep/invalidation/binlog_event.h"
 
 namespace lockstep {
@@ -21,19 +22,43 @@ unsigned seconds_at_least_one(std::chrono::milliseconds ms) {
     return static_cast<unsigned>(s < 1 ? 1 : s);
 }
 
-// A plain client connection with the options' timeouts. Caller owns the handle.
+// The options' TLS, as the pool sets it through Connector/C++ (db/src/connector.cpp): a CA file
+// makes libmariadb verify the chain, VERIFY_SERVER_CERT adds the host name, ENFORCE asks for TLS
+// (but does not refuse a server without it: connect() checks that).
+void set_tls(MYSQL* m, const MysqlTlsOptions& tls) {
+    if (tls.mode == MysqlTlsMode::Disabled) return;
+    my_bool enforce = 1;
+    my_bool verify_host = tls.mode == MysqlTlsMode::VerifyIdentity ? 1 : 0;
+    mysql_optionsv(m, MYSQL_OPT_SSL_ENFORCE, &enforce);
+    mysql_optionsv(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify_host);
+    if (!tls.ca_file.empty()) mysql_optionsv(m, MYSQL_OPT_SSL_CA, tls.ca_file.c_str());
+    if (!tls.cert_file.empty()) mysql_optionsv(m, MYSQL_OPT_SSL_CERT, tls.cert_file.c_str());
+    if (!tls.key_file.empty()) mysql_optionsv(m, MYSQL_OPT_SSL_KEY, tls.key_file.c_str());
+}
+
+// A client connection with the options' timeouts and TLS. Caller owns the handle.
 MYSQL* connect(const MysqlOptions& o, std::chrono::milliseconds read_timeout) {
+    check_mysql_tls(o.tls);
     MYSQL* m = mysql_init(nullptr);
     if (!m) throw ConnectionError("binlog: mysql_init failed");
     unsigned connect_s = seconds_at_least_one(o.connect_timeout), read_s = seconds_at_least_one(read_timeout);
     mysql_optionsv(m, MYSQL_OPT_CONNECT_TIMEOUT, &connect_s);
     mysql_optionsv(m, MYSQL_OPT_READ_TIMEOUT, &read_s);
     mysql_optionsv(m, MYSQL_OPT_WRITE_TIMEOUT, &read_s);
+    set_tls(m, o.tls);
     if (!mysql_real_connect(m, o.host.c_str(), o.user.c_str(), o.password.c_str(), nullptr,
                             static_cast<unsigned>(o.port), nullptr, 0)) {
         std::string what = "binlog: connect to " + o.host + ":" + std::to_string(o.port) + " failed: " + mysql_error(m);
         mysql_close(m);
         throw ConnectionError(what);
+    }
+    // libmariadb falls back to plain text when the server offers no TLS, unless it also checks
+    // the host name (verify_identity): the client's own view decides.
+    if (o.tls.mode != MysqlTlsMode::Disabled && !mysql_get_ssl_cipher(m)) {
+        mysql_close(m);
+        throw ConnectionError("binlog: connect to " + o.host + ":" + std::to_string(o.port) +
+                              " failed: TLS/SSL error: the server did not negotiate TLS (tls=" +
+                              std::string(to_string(o.tls.mode)) + ")");
     }
     return m;
 }

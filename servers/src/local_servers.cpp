@@ -273,6 +273,10 @@ void LocalServers::Impl::start_mysql_process() {
         "--innodb-flush-log-at-trx-commit=2",
         "--max-connections=500",
     };
+    if (!options.mysql_tls_cert.empty()) {
+        argv.insert(argv.end(), {"--ssl-cert=" + options.mysql_tls_cert, "--ssl-key=" + options.mysql_tls_key});
+        if (!options.mysql_tls_ca.empty()) argv.push_back("--ssl-ca=" + options.mysql_tls_ca);
+    }
     if (::geteuid() == 0) argv.push_back("--user=root");
     mysql_pid = spawn(argv, (dir / "mariadbd.out").string(), (dir / "mariadbd.pid").string());
     wait_mysql_answers(mysql_pid, mysql, options.database, (dir / "mariadbd.err").string(), "mariadbd");

@@ -42,6 +42,10 @@ void expect_same(const MysqlOptions& a, const MysqlOptions& b) {
     EXPECT_EQ(a.pool_wait_timeout, b.pool_wait_timeout);
     EXPECT_EQ(a.validation_interval, b.validation_interval);
     EXPECT_EQ(a.statement_cache_size, b.statement_cache_size);
+    EXPECT_EQ(a.tls.mode, b.tls.mode);
+    EXPECT_EQ(a.tls.ca_file, b.tls.ca_file);
+    EXPECT_EQ(a.tls.cert_file, b.tls.cert_file);
+    EXPECT_EQ(a.tls.key_file, b.tls.key_file);
 }
 
 // One malformed URL and the part its ConfigError must name.
@@ -380,7 +384,16 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"ParameterGivenTwice", "mysql://root@localhost/shop?pool_size=4&pool_size=4", kQp + "'pool_size'"},
         Malformed{"ValidationIntervalUnit", "mysql://root@localhost/shop?validation_interval=1h", kQp + "'validation_interval'"},
         Malformed{"StatementCacheTooLarge", "mysql://root@localhost/shop?statement_cache_size=10001", kQp + "'statement_cache_size'"},
-        Malformed{"StatementCacheNotANumber", "mysql://root@localhost/shop?statement_cache_size=many", kQp + "'statement_cache_size'"}),
+        Malformed{"StatementCacheNotANumber", "mysql://root@localhost/shop?statement_cache_size=many", kQp + "'statement_cache_size'"},
+        Malformed{"TlsModeUnknown", "mysql://root@localhost/shop?tls=true", kQp + "'tls'"},
+        Malformed{"TlsModeInCapitals", "mysql://root@localhost/shop?tls=VERIFY_IDENTITY", kQp + "'tls'"},
+        Malformed{"TlsModeEmpty", "mysql://root@localhost/shop?tls=", kQp + "'tls'"},
+        Malformed{"TlsModeSslModeSpelling", "mysql://root@localhost/shop?ssl_mode=REQUIRED", kQp + "'ssl_mode'"},
+        Malformed{"TlsCaEmpty", "mysql://root@localhost/shop?tls=verify_ca&tls_ca=", kQp + "'tls_ca'"},
+        Malformed{"TlsCertEmpty", "mysql://root@localhost/shop?tls=required&tls_cert=", kQp + "'tls_cert'"},
+        Malformed{"TlsKeyEmpty", "mysql://root@localhost/shop?tls=required&tls_key=", kQp + "'tls_key'"},
+        Malformed{"TlsGivenTwice", "mysql://root@localhost/shop?tls=required&tls=verify_ca", kQp + "'tls'"},
+        Malformed{"TlsCaBadEscape", "mysql://root@localhost/shop?tls=verify_ca&tls_ca=%zz", kQp + "'tls_ca'"}),
     case_name);
 // clang-format on
 
@@ -455,6 +468,38 @@ TEST(MysqlUrl, EveryQueryParameter) {
     EXPECT_EQ(o.statement_cache_size, 0u);  // 0 disables the cache
 }
 
+TEST(MysqlUrl, TlsIsOffByDefault) {
+    const MysqlOptions o = parse_mysql_url("mysql://root@localhost/shop");
+    EXPECT_EQ(o.tls.mode, MysqlTlsMode::Disabled);
+    EXPECT_EQ(o.tls.ca_file, "");
+    EXPECT_EQ(to_url(o).find("tls"), std::string::npos) << "a plain URL stays as it was";
+}
+
+TEST(MysqlUrl, TlsModesAndFiles) {
+    EXPECT_EQ(parse_mysql_url("mysql://root@db/shop?tls=disabled").tls.mode, MysqlTlsMode::Disabled);
+    EXPECT_EQ(parse_mysql_url("mysql://root@db/shop?tls=required").tls.mode, MysqlTlsMode::Required);
+    EXPECT_EQ(parse_mysql_url("mysql://root@db/shop?tls=verify_ca").tls.mode, MysqlTlsMode::VerifyCa);
+    const MysqlOptions o = parse_mysql_url(
+        "mysql://app:pw@db.internal:3307/shop?pool_size=4&tls=verify_identity&tls_ca=/etc/ssl/db/ca.pem"
+        "&tls_cert=/etc/ssl/db/client%20cert.pem&tls_key=%2Fetc%2Fssl%2Fdb%2Fclient-key.pem");
+    EXPECT_EQ(o.tls.mode, MysqlTlsMode::VerifyIdentity);
+    EXPECT_EQ(o.tls.ca_file, "/etc/ssl/db/ca.pem");
+    EXPECT_EQ(o.tls.cert_file, "/etc/ssl/db/client cert.pem");  // percent-decoded
+    EXPECT_EQ(o.tls.key_file, "/etc/ssl/db/client-key.pem");
+    EXPECT_EQ(o.pool_size, 4u);
+}
+
+TEST(MysqlUrl, AnUnknownTlsModeErrorListsTheModesAndNotThePassword) {
+    try {
+        parse_mysql_url("mysql://app:hunter2@db/shop?tls=yes");
+        FAIL() << "tls=yes was accepted";
+    } catch (const ConfigError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("verify_identity"), std::string::npos) << what;
+        EXPECT_EQ(what.find("hunter2"), std::string::npos) << what;
+    }
+}
+
 TEST(MysqlUrl, RoundTripsThroughToUrl) {
     MysqlOptions defaults;
     defaults.database = "lockstep";
@@ -471,10 +516,17 @@ TEST(MysqlUrl, RoundTripsThroughToUrl) {
     full.pool_wait_timeout = 0ms;
     full.validation_interval = 0ms;
     full.statement_cache_size = 7;
+    full.tls = {.mode = MysqlTlsMode::VerifyIdentity,
+                .ca_file = "/etc/ssl/db ca/ca.pem",
+                .cert_file = "/etc/ssl/client&cert=1.pem",
+                .key_file = "/etc/ssl/client%key.pem"};
+    MysqlOptions required;
+    required.database = "x";
+    required.tls.mode = MysqlTlsMode::Required;
     MysqlOptions no_password;
     no_password.user = "reader";
     no_password.database = "x";
-    for (const MysqlOptions& o : {defaults, full, no_password}) {
+    for (const MysqlOptions& o : {defaults, full, required, no_password}) {
         SCOPED_TRACE(to_url(o));
         expect_same(parse_mysql_url(to_url(o)), o);
     }

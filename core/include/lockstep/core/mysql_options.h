@@ -1,12 +1,45 @@
 // How to reach one MySQL/MariaDB server and database. Plain struct with safe defaults;
-// `parse_mysql_url` (uri.h) fills one from a mysql:// URL.
+// `parse_mysql_url` (uri.h) fills one from a mysql:// URL. Thread safety: a plain value.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace lockstep {
+
+// What a connection's TLS proves. Each mode includes the ones before it.
+enum class MysqlTlsMode {
+    Disabled,        // plain TCP (the default)
+    Required,        // encrypted; the server's certificate is not checked
+    VerifyCa,        // encrypted; the certificate chains to `ca_file` (any host name)
+    VerifyIdentity,  // VerifyCa, and the certificate names the host connected to
+};
+
+// The URL spelling: "disabled", "required", "verify_ca", "verify_identity".
+constexpr std::string_view to_string(MysqlTlsMode mode) noexcept {
+    switch (mode) {
+        case MysqlTlsMode::Required: return "required";
+        case MysqlTlsMode::VerifyCa: return "verify_ca";
+        case MysqlTlsMode::VerifyIdentity: return "verify_identity";
+        case MysqlTlsMode::Disabled: break;
+    }
+    return "disabled";
+}
+
+// TLS of a MySQL connection (URL: tls, tls_ca, tls_cert, tls_key). The files are PEM paths,
+// read when a connection opens; db/mysql_tls.h states which combinations are accepted.
+struct MysqlTlsOptions {
+    MysqlTlsMode mode = MysqlTlsMode::Disabled;
+    // The CA certificate(s) the server's certificate must chain to. Needed by VerifyCa and
+    // VerifyIdentity; refused with Required (which verifies nothing).
+    std::string ca_file;
+    // A client certificate and its key, for accounts created REQUIRE X509 / SUBJECT; both or
+    // neither.
+    std::string cert_file;
+    std::string key_file;
+};
 
 struct MysqlOptions {
     std::string host = "127.0.0.1";
@@ -31,6 +64,8 @@ struct MysqlOptions {
     // Prepared statements kept open per connection, by SQL text (0 disables the cache: every
     // statement is then prepared, executed and closed, one extra round trip each).
     std::size_t statement_cache_size = 64;
+    // TLS; off unless asked for. See docs/db.md "TLS".
+    MysqlTlsOptions tls;
 };
 
 }  // namespace lockstep

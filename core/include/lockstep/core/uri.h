@@ -8,7 +8,8 @@
 // a fraction is allowed when the value is a whole number of milliseconds ("1.5ms": ConfigError).
 // redis params: connect_timeout, socket_timeout, pool_size, pool_wait_timeout
 // mysql params: connect_timeout, read_timeout, write_timeout, pool_size, pool_wait_timeout,
-//               validation_interval, statement_cache_size
+//               validation_interval, statement_cache_size,
+//               tls (disabled|required|verify_ca|verify_identity), tls_ca, tls_cert, tls_key (files)
 // Timeouts must be positive: a zero timeout would mean "wait forever" to the drivers.
 // User names, passwords and the mysql database name may be percent-encoded (%40 for '@',
 // shop%2Deu for shop-eu); a database name decodes to 1-64 printable ASCII characters without

@@ -49,6 +49,12 @@ struct LocalServersOptions {
     // logs what it applies (`log_slave_updates`, ROW, FULL images and metadata), so a binlog
     // follower can follow the replica too.
     bool mysql_replica = false;
+    // TLS for the private MariaDB (not the replica): PEM files passed as --ssl-cert, --ssl-key
+    // and --ssl-ca (the CA that signs client certificates; may be empty), e.g. from
+    // make_tls_certificates (tls_certificates.h). Plain connections stay allowed; an empty
+    // mysql_tls_cert means no TLS. The server reads the files again on `FLUSH SSL`, so a test may
+    // replace them in between.
+    std::string mysql_tls_cert, mysql_tls_key, mysql_tls_ca;
 };
 
 class LocalServers {
