@@ -33,8 +33,10 @@ RedisOptions node_options(const RedisOptions& cluster, const std::string& host, 
     RedisOptions o = cluster;
     o.topology = RedisTopology::Standalone;
     o.nodes.clear();
-    o.host = host;
-    o.port = port;
+    // The address the server announced, or what the client must use instead (address_map).
+    const RedisEndpoint target = mapped_address(o, host, port);
+    o.host = target.host;
+    o.port = target.port;
     // pool_check_idle_after is kept: only Call::Read lends use it. Everything else is lent with
     // Lend::Checked (a failover closes clients on the nodes that change role, and the routing's
     // retry must see a dead connection before a write is sent on it: docs/cache.md).

@@ -23,8 +23,10 @@ RedisOptions endpoint_options(const RedisOptions& base, const std::string& host,
     RedisOptions o = base;
     o.topology = RedisTopology::Standalone;
     o.nodes.clear();
-    o.host = host;
-    o.port = port;
+    // The address the server announced, or what the client must use instead (address_map).
+    const RedisEndpoint target = mapped_address(o, host, port);
+    o.host = target.host;
+    o.port = target.port;
     // A failover closes clients on the nodes that change role: every lend is checked, so the
     // routing's retry sees a dead connection before a command is sent on it (docs/cache.md).
     o.pool_check_idle_after = std::chrono::milliseconds(0);
