@@ -1,5 +1,5 @@
 // How to reach one Redis server and how many connections to keep to it. Plain struct: every
-// field has a safe default; `parse_redis_url` (uri.h) fills one from a redis:// URL.
+// field has a safe default; `parse_redis_url` (uri.h) fills one from a redis:// or rediss:// URL.
 #pragma once
 
 #include <chrono>
@@ -21,6 +21,28 @@ struct RedisEndpoint {
     std::string host;
     int port = 6379;
     bool operator==(const RedisEndpoint&) const = default;
+};
+
+// How much of the server's certificate a TLS connection checks (docs/tls.md).
+enum class RedisTlsVerify {
+    Full,  // the chain up to a trusted CA, and the host name (or IP address) it was reached by
+    Ca,    // the chain only: any name signed by a trusted CA is accepted
+    None,  // nothing: encrypts, but a man in the middle is not noticed (tests, trusted links)
+};
+
+// TLS for every connection of the options (rediss://). Off by default.
+struct RedisTlsOptions {
+    bool enabled = false;
+    // PEM file of the CA certificates to trust; empty: the system's default store.
+    std::string ca_file;
+    // PEM client certificate (chain) and its private key, for a server that asks for one; both
+    // or neither.
+    std::string cert_file;
+    std::string key_file;
+    RedisTlsVerify verify = RedisTlsVerify::Full;
+    // The name sent as SNI and checked against the certificate; empty: the host connected to
+    // (an IP address is checked as an address and not sent as SNI).
+    std::string server_name;
 };
 
 struct RedisOptions {
@@ -55,6 +77,9 @@ struct RedisOptions {
     // CLUSTERDOWN / TRYAGAIN or a master is unreachable (a failover takes node-timeout plus an
     // election, ~2 s with node-timeout 1 s). After it, a ClusterUnavailableError (RetryCall).
     std::chrono::milliseconds failover_wait{3000};
+
+    // TLS (rediss://, redis+cluster+tls:// is not supported yet; see docs/tls.md).
+    RedisTlsOptions tls;
 };
 
 }  // namespace lockstep
