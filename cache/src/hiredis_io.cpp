@@ -185,7 +185,8 @@ bool looks_like_a_tls_server(const redisContext* c) {
     if (c->err == REDIS_ERR_EOF) return true;
     if (c->err == REDIS_ERR_IO) {
         static const std::string reset = std::generic_category().message(ECONNRESET);
-        return std::strstr(c->errstr, reset.c_str()) != nullptr;
+        static const std::string pipe = std::generic_category().message(EPIPE);
+        return std::strstr(c->errstr, reset.c_str()) != nullptr || std::strstr(c->errstr, pipe.c_str()) != nullptr;
     }
     // hiredis: Protocol error, got "\x15" as reply type byte
     return c->err == REDIS_ERR_PROTOCOL &&

@@ -87,6 +87,11 @@ void RedisConnection::fail(const char* during) {
         throw ConnectionError(what + ": " + ctx_->errstr +
                               " before the first reply, as a server expecting a TLS handshake does (use rediss://)");
     }
+    if (tls_ && !replied_ && tls_->asked_for_missing_certificate()) {
+        throw ConnectionError(what + ": " + ctx_->errstr +
+                              " before the first reply; the server asked for a client certificate and tls_cert is "
+                              "not set: it may require one");
+    }
     detail::throw_failure(ctx_.get(), what);
 }
 

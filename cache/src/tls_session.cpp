@@ -36,6 +36,13 @@ int refuse_passphrase(char*, int, int, void*) {
     return 0;
 }
 
+// Called by OpenSSL when the server asks for a client certificate and none is configured: note
+// it, answer with none.
+int note_certificate_request(SSL* ssl, X509**, EVP_PKEY**) {
+    if (auto* asked = static_cast<bool*>(SSL_get_app_data(ssl))) *asked = true;
+    return 0;
+}
+
 void load_files(SSL_CTX* ctx, const RedisTlsOptions& tls) {
     if (!tls.ca_file.empty()) {
         if (SSL_CTX_load_verify_locations(ctx, tls.ca_file.c_str(), nullptr) != 1) {
@@ -83,13 +90,19 @@ TlsSession::TlsSession(int fd, const RedisOptions& options, const std::string& w
     SSL_CTX_set_min_proto_version(context_.get(), TLS1_2_VERSION);
     load_files(context_.get(), tls);
     SSL_CTX_set_verify(context_.get(), tls.verify == RedisTlsVerify::None ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
+    SSL_CTX_set_client_cert_cb(context_.get(), note_certificate_request);
 
     ssl_.reset(SSL_new(context_.get()));
     if (!ssl_ || SSL_set_fd(ssl_.get(), fd) != 1) {
         throw ConnectionError(where + ": TLS handshake: " + openssl_reason("SSL_new failed"));
     }
+    SSL_set_app_data(ssl_.get(), &asked_for_certificate_);
     // See the header: a ticket must not make a read block for the next record.
     SSL_clear_mode(ssl_.get(), SSL_MODE_AUTO_RETRY);
+    // One recv takes every record that has arrived (a pipeline's replies, a burst of pub/sub
+    // messages), not one record per system call; what it took beyond the first record is what
+    // has_buffered_input() reports to the pollers.
+    SSL_set_read_ahead(ssl_.get(), 1);
     const std::string& name = tls.server_name.empty() ? options.host : tls.server_name;
     const bool ip = is_ip_address(name);
     // SNI carries names only (RFC 6066); an address is checked, not sent.

@@ -52,6 +52,10 @@ public:
     // application data nobody asked for; true when nothing, or only a TLS 1.3 ticket, arrived.
     bool idle_and_open();
     const Failure& failure() const noexcept { return failure_; }
+    // The server asked for a client certificate during the handshake and tls_cert is not set.
+    // A server that requires one refuses the client only after the client's handshake is done
+    // (TLS 1.3): its alert, or a reset, meets the first command.
+    bool asked_for_missing_certificate() const noexcept { return asked_for_certificate_; }
 
 private:
     void record_failure(int result);
@@ -65,6 +69,7 @@ private:
     std::unique_ptr<ssl_ctx_st, ContextDeleter> context_;
     std::unique_ptr<ssl_st, SslDeleter> ssl_;
     Failure failure_;
+    bool asked_for_certificate_ = false;
 };
 
 }  // namespace lockstep::detail
