@@ -81,11 +81,14 @@ detail::Transport RedisConnection::transport() noexcept {
 void RedisConnection::fail(const char* during) {
     broken_ = true;
     const std::string what = "redis " + detail::endpoint(options_.host, options_.port) + ": " + during;
-    // A TLS server on a redis:// URL gets plain text where it expects a handshake: say so, rather
-    // than leave a reset or an unparsable byte to be puzzled over.
+    // A TLS server on a redis:// URL gets plain text where it expects a handshake and resets,
+    // closes or answers with a TLS alert: name the likely cause rather than leave a reset or an
+    // unparsable byte to be puzzled over. (A server restarted before the first reply looks the
+    // same, hence "if".)
     if (!tls_ && !replied_ && detail::looks_like_a_tls_server(ctx_.get())) {
         throw ConnectionError(what + ": " + ctx_->errstr +
-                              " before the first reply, as a server expecting a TLS handshake does (use rediss://)");
+                              " before the first reply; a server that expects a TLS handshake does this: if it "
+                              "does, use rediss://");
     }
     if (tls_ && !replied_ && tls_->asked_for_missing_certificate()) {
         throw ConnectionError(what + ": " + ctx_->errstr +
