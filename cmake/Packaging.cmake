@@ -18,7 +18,7 @@ string(REGEX REPLACE "/$" "" lockstep_pc_to_prefix "${lockstep_pc_to_prefix}")
 # What lockstep links privately. The libraries are static, so these are on Libs (a shared build
 # moves them to Libs.private). MySQL Connector/C++ and the ZooKeeper C client ship no .pc file.
 set(lockstep_pc_requires "spdlog fmt nlohmann_json")
-set(lockstep_pc_private_libs "-lhiredis -lmysqlcppconn -lmariadb -lcrypto")
+set(lockstep_pc_private_libs "-lhiredis -lmysqlcppconn -lmariadb -lssl -lcrypto")
 set(lockstep_pc_cflags "")
 if(LOCKSTEP_WITH_ZOOKEEPER)
   string(APPEND lockstep_pc_private_libs " -lzookeeper_mt")

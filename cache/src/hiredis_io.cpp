@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "lockstep/core/error.h"
+#include "tls_session.h"
 
 namespace lockstep::detail {
 
@@ -88,12 +89,35 @@ bool errstr_is(const redisContext* c, int error_number) {
     return std::strstr(c->errstr, text.c_str()) != nullptr;
 }
 
+// A TLS read or write failed: record it on the context the way hiredis records a socket's.
+void set_tls_error(redisContext* c, const TlsSession::Failure& failure) {
+    if (failure.closed) {
+        c->err = REDIS_ERR_EOF;
+        std::snprintf(c->errstr, sizeof(c->errstr), "%s", "Server closed the connection");
+    } else if (failure.error_number != 0) {
+        set_io_error(c, failure.error_number);
+    } else {
+        c->err = REDIS_ERR_IO;
+        std::snprintf(c->errstr, sizeof(c->errstr), "%s", failure.text.c_str());
+    }
+}
+
 }  // namespace
 
-bool flush_output(redisContext* c) {
+bool flush_output(const Transport& t) {
+    redisContext* c = t.context;
     if (c->err != 0) return false;
     while (sdslen(c->obuf) > 0) {
-        const ssize_t n = ::send(c->fd, c->obuf, sdslen(c->obuf), MSG_NOSIGNAL);
+        ssize_t n = 0;
+        if (t.tls != nullptr) {
+            n = t.tls->write(c->obuf, sdslen(c->obuf));
+            if (n < 0) {
+                set_tls_error(c, t.tls->failure());
+                return false;
+            }
+        } else {
+            n = ::send(c->fd, c->obuf, sdslen(c->obuf), MSG_NOSIGNAL);
+        }
         if (n < 0) {
             if (errno == EINTR) continue;
             set_io_error(c, errno);
@@ -110,11 +134,34 @@ bool flush_output(redisContext* c) {
     return true;
 }
 
-ReplyPtr read_reply(redisContext* c) {
+bool read_input(const Transport& t) {
+    redisContext* c = t.context;
+    if (t.tls == nullptr) return redisBufferRead(c) == REDIS_OK;
+    if (c->err != 0) return false;
+    char buffer[16 * 1024];  // hiredis reads in the same size
+    const ssize_t n = t.tls->read(buffer, sizeof buffer);
+    if (n < 0) {
+        set_tls_error(c, t.tls->failure());
+        return false;
+    }
+    if (n > 0 && redisReaderFeed(c->reader, buffer, static_cast<std::size_t>(n)) != REDIS_OK) {
+        c->err = c->reader->err;
+        std::snprintf(c->errstr, sizeof(c->errstr), "%s", c->reader->errstr);
+        return false;
+    }
+    return true;
+}
+
+bool has_buffered_input(const Transport& t) {
+    return t.tls != nullptr && t.tls->has_buffered_input();
+}
+
+ReplyPtr read_reply(const Transport& t) {
+    redisContext* c = t.context;
     void* raw = nullptr;
     if (redisGetReplyFromReader(c, &raw) != REDIS_OK) return nullptr;
     while (raw == nullptr) {
-        if (redisBufferRead(c) != REDIS_OK) return nullptr;
+        if (!read_input(t)) return nullptr;
         if (redisGetReplyFromReader(c, &raw) != REDIS_OK) return nullptr;
     }
     return ReplyPtr(static_cast<redisReply*>(raw));
@@ -131,6 +178,19 @@ void throw_failure(const redisContext* c, const std::string& what) {
     if (c->err == REDIS_ERR_PROTOCOL)
         throw ProtocolError(what + ": unparsable reply stream (" + detail + ")");
     throw ConnectionError(what + ": " + detail);
+}
+
+bool looks_like_a_tls_server(const redisContext* c) {
+    if (c == nullptr) return false;
+    if (c->err == REDIS_ERR_EOF) return true;
+    if (c->err == REDIS_ERR_IO) {
+        static const std::string reset = std::generic_category().message(ECONNRESET);
+        static const std::string pipe = std::generic_category().message(EPIPE);
+        return std::strstr(c->errstr, reset.c_str()) != nullptr || std::strstr(c->errstr, pipe.c_str()) != nullptr;
+    }
+    // hiredis: Protocol error, got "\x15" as reply type byte
+    return c->err == REDIS_ERR_PROTOCOL &&
+           (std::strstr(c->errstr, "\\x15") != nullptr || std::strstr(c->errstr, "\\x16") != nullptr);
 }
 
 timeval to_timeval(std::chrono::milliseconds ms) noexcept {

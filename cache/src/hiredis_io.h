@@ -51,15 +51,33 @@ private:
 // Deep copy of a hiredis reply into a RedisReply.
 RedisReply to_reply(const redisReply& r);
 
-// Sends everything queued in c->obuf with send(MSG_NOSIGNAL). hiredis 0.14 writes with
-// write(2), which raises SIGPIPE (fatal by default) on a connection the server has closed; a
-// library must not kill its process for that. On failure sets c->err / c->errstr the way hiredis
-// does and returns false. Each send is bounded by SO_SNDTIMEO (redisSetTimeout).
-bool flush_output(redisContext* c);
+class TlsSession;
+
+// Where a connection's bytes go: hiredis formats commands into context->obuf and parses replies
+// from context->reader, and these functions move the bytes, over the plain socket or, when `tls`
+// is set, through its SSL object (rediss://). The one place that knows which.
+struct Transport {
+    redisContext* context = nullptr;
+    TlsSession* tls = nullptr;  // null: plain TCP
+};
+
+// Sends everything queued in c->obuf with send(MSG_NOSIGNAL) (or SSL_write). hiredis 0.14
+// writes with write(2), which raises SIGPIPE (fatal by default) on a connection the server has
+// closed; a library must not kill its process for that. On failure sets c->err / c->errstr the
+// way hiredis does and returns false. Each send is bounded by SO_SNDTIMEO (redisSetTimeout).
+bool flush_output(const Transport& t);
 
 // Blocks until one complete reply is parsed; each read is bounded by SO_RCVTIMEO. nullptr with
 // c->err set on failure.
-ReplyPtr read_reply(redisContext* c);
+ReplyPtr read_reply(const Transport& t);
+
+// One read from the socket into hiredis's reader (what redisBufferRead does; over TLS possibly
+// no bytes, when only a session ticket arrived). false with c->err set on failure.
+bool read_input(const Transport& t);
+
+// True when bytes are already received but invisible to poll() on the socket (decrypted TLS
+// data held by OpenSSL): a poll-driven reader must read before it polls again.
+bool has_buffered_input(const Transport& t);
 
 // True when the failure recorded on `c` was a deadline: connect timeout, or SO_RCVTIMEO /
 // SO_SNDTIMEO expiring (hiredis 0.14 reports those as an I/O error with EAGAIN's text).
@@ -69,6 +87,12 @@ bool failed_by_timeout(const redisContext* c);
 // ProtocolError for an unparsable stream, ConnectionError otherwise. `what` says what was going
 // on, e.g. "redis 127.0.0.1:6379: reading the reply to GET".
 [[noreturn]] void throw_failure(const redisContext* c, const std::string& what);
+
+// True when the failure recorded on a plain connection is what a TLS server does to a client
+// that does not start a TLS handshake: it resets or closes the connection, or answers with a TLS
+// record (an alert, 0x15, or a handshake, 0x16) that hiredis cannot parse. Only meaningful
+// before the connection's first reply.
+bool looks_like_a_tls_server(const redisContext* c);
 
 timeval to_timeval(std::chrono::milliseconds ms) noexcept;
 

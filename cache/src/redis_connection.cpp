@@ -9,6 +9,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
 #include "redis_options_check.h"
+#include "tls_session.h"
 
 namespace lockstep {
 
@@ -34,6 +35,22 @@ RedisConnection::RedisConnection(const RedisOptions& options) : options_(options
     }
     // Lets the kernel notice a peer that vanished without closing (idle subscriber connection).
     if (redisEnableKeepAlive(ctx_.get()) != REDIS_OK) fail("enabling TCP keepalive");
+    if (options_.tls.enabled) {
+        // The handshake is part of connecting: each of its reads and writes is bounded by
+        // connect_timeout, then the socket gets socket_timeout back.
+        if (redisSetTimeout(ctx_.get(), detail::to_timeval(options_.connect_timeout)) != REDIS_OK) {
+            fail("setting the TLS handshake timeout");
+        }
+        try {
+            tls_ = std::make_unique<detail::TlsSession>(ctx_->fd, options_, where);
+        } catch (...) {
+            broken_ = true;
+            throw;
+        }
+        if (redisSetTimeout(ctx_.get(), detail::to_timeval(options_.socket_timeout)) != REDIS_OK) {
+            fail("setting the socket timeout");
+        }
+    }
 
     if (!options_.user.empty() || !options_.password.empty()) {
         const RedisReply auth = options_.user.empty() ? command({"AUTH", options_.password})
@@ -57,10 +74,28 @@ RedisConnection::RedisConnection(const RedisOptions& options) : options_(options
 
 RedisConnection::~RedisConnection() = default;
 
+detail::Transport RedisConnection::transport() noexcept {
+    return detail::Transport{ctx_.get(), tls_.get()};
+}
+
 void RedisConnection::fail(const char* during) {
     broken_ = true;
-    detail::throw_failure(ctx_.get(),
-                          "redis " + detail::endpoint(options_.host, options_.port) + ": " + during);
+    const std::string what = "redis " + detail::endpoint(options_.host, options_.port) + ": " + during;
+    // A TLS server on a redis:// URL gets plain text where it expects a handshake and resets,
+    // closes or answers with a TLS alert: name the likely cause rather than leave a reset or an
+    // unparsable byte to be puzzled over. (A server restarted before the first reply looks the
+    // same, hence "if".)
+    if (!tls_ && !replied_ && detail::looks_like_a_tls_server(ctx_.get())) {
+        throw ConnectionError(what + ": " + ctx_->errstr +
+                              " before the first reply; a server that expects a TLS handshake does this: if it "
+                              "does, use rediss://");
+    }
+    if (tls_ && !replied_ && tls_->asked_for_missing_certificate()) {
+        throw ConnectionError(what + ": " + ctx_->errstr +
+                              " before the first reply; the server asked for a client certificate and tls_cert is "
+                              "not set: it may require one");
+    }
+    detail::throw_failure(ctx_.get(), what);
 }
 
 RedisReply RedisConnection::command(const std::vector<std::string>& args) {
@@ -101,11 +136,12 @@ RedisReply RedisConnection::round_trip(detail::Argv& argv) {
     before_send();
     // From the first byte sent on, a failure may leave the command applied: say so, and let
     // the pool discard this connection; it is never re-sent here.
-    if (!detail::flush_output(ctx_.get())) {
+    if (!detail::flush_output(transport())) {
         fail(("sending " + argv.name() + " failed; it may have been applied").c_str());
     }
-    detail::ReplyPtr reply = detail::read_reply(ctx_.get());
+    detail::ReplyPtr reply = detail::read_reply(transport());
     if (!reply) fail(("no reply to " + argv.name() + " was read; it may have been applied").c_str());
+    replied_ = true;
     return detail::to_reply(*reply);
 }
 
@@ -118,16 +154,17 @@ void RedisConnection::send(std::initializer_list<std::string_view> args) {
     }
     pending_ = 1;  // out of step until receive() (broken(): the pool will not lend it meanwhile)
     before_send();
-    if (!detail::flush_output(ctx_.get())) {
+    if (!detail::flush_output(transport())) {
         fail(("sending " + argv.name() + " failed; it may have been applied").c_str());
     }
 }
 
 RedisReply RedisConnection::receive() {
     if (broken_) throw ConnectionError("redis: this connection is broken and must not be reused");
-    detail::ReplyPtr reply = detail::read_reply(ctx_.get());
+    detail::ReplyPtr reply = detail::read_reply(transport());
     if (!reply) fail("no reply to a sent command was read; it may have been applied");
     pending_ = 0;
+    replied_ = true;
     return detail::to_reply(*reply);
 }
 
@@ -153,7 +190,7 @@ void RedisConnection::send_pipeline(const std::vector<std::vector<std::string>>&
     // From here until receive_pipeline() has read every reply the connection is out of step (broken()).
     pending_ = commands.size();
     before_send();
-    if (!detail::flush_output(ctx_.get())) {
+    if (!detail::flush_output(transport())) {
         fail(("sending a pipeline of " + std::to_string(pending_) + " commands failed; some may have been applied")
                  .c_str());
     }
@@ -164,7 +201,7 @@ std::vector<RedisReply> RedisConnection::receive_pipeline() {
     const std::size_t count = pending_;
     replies.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
-        detail::ReplyPtr reply = detail::read_reply(ctx_.get());
+        detail::ReplyPtr reply = detail::read_reply(transport());
         if (!reply) {
             fail(("pipeline broke after " + std::to_string(i) + " of " + std::to_string(count) +
                   " replies; the remaining commands may have been applied")
@@ -172,18 +209,23 @@ std::vector<RedisReply> RedisConnection::receive_pipeline() {
         }
         replies.push_back(detail::to_reply(*reply));
         --pending_;
+        replied_ = true;
     }
     return replies;
 }
 
 bool RedisConnection::in_step() const noexcept {
     if (broken() || !ctx_ || ctx_->err != 0) return false;
-    // Bytes hiredis read past the last reply would be the next caller's "reply".
+    // Bytes hiredis read past the last reply would be the next caller's "reply"; over TLS, so
+    // would bytes OpenSSL decrypted and nobody read.
+    if (tls_ && tls_->has_buffered_input()) return false;
     return ctx_->reader == nullptr || ctx_->reader->pos >= ctx_->reader->len;
 }
 
 bool RedisConnection::looks_alive() const {
     if (!in_step()) return false;
+    // A TLS 1.3 server sends session tickets after the handshake: bytes that are no reply.
+    if (tls_) return tls_->idle_and_open();
     // An idle connection has nothing to read. EOF means the server closed it (restart, timeout,
     // CLIENT KILL); bytes mean the stream is out of step. Either way it must not be lent.
     char byte;

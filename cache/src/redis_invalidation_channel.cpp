@@ -171,17 +171,20 @@ void RedisInvalidationChannel::Impl::run() {
 }
 
 void RedisInvalidationChannel::Impl::serve(RedisConnection& conn, RedisConnection* beacon) {
-    redisContext* c = conn.raw();
+    const detail::Transport t = conn.transport();
+    redisContext* c = t.context;
     auto heard = Clock::now();
     auto pinged = heard;
     for (;;) {
         if (should_stop()) return;
         pollfd fds[2] = {{c->fd, POLLIN, 0}, {wake_fd.get(), POLLIN, 0}};
-        const int n = ::poll(fds, 2, static_cast<int>(options.heartbeat.count()));
+        // Decrypted TLS bytes are invisible to poll(): read them first.
+        const bool buffered = detail::has_buffered_input(t);
+        const int n = ::poll(fds, 2, buffered ? 0 : static_cast<int>(options.heartbeat.count()));
         if (n < 0 && errno != EINTR) throw ConnectionError("near cache: poll failed");
         if (n > 0 && (fds[1].revents & POLLIN) != 0) drain_wake();
-        if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-            if (redisBufferRead(c) != REDIS_OK) detail::throw_failure(c, "near cache subscriber: reading");
+        if (buffered || (n > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0)) {
+            if (!detail::read_input(t)) detail::throw_failure(c, "near cache subscriber: reading");
             for (;;) {
                 void* raw = nullptr;
                 if (redisGetReplyFromReader(c, &raw) != REDIS_OK) detail::throw_failure(c, "near cache subscriber: parsing");
@@ -194,7 +197,7 @@ void RedisInvalidationChannel::Impl::serve(RedisConnection& conn, RedisConnectio
         if (now - heard > kSilentHeartbeats * options.heartbeat) throw ConnectionError("subscriber silent for 3 heartbeats");
         if (now - pinged >= options.heartbeat) {
             pinged = now;
-            if (redisAppendCommand(c, "PING") != REDIS_OK || !detail::flush_output(c))
+            if (redisAppendCommand(c, "PING") != REDIS_OK || !detail::flush_output(t))
                 detail::throw_failure(c, "near cache subscriber: PING");
             if (beacon != nullptr && !beacon->looks_alive()) throw ConnectionError("the tracking beacon was closed");
             if (!idle_readers_alive()) near.drop("an idle tracked reader was closed by the server");

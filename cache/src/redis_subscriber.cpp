@@ -1,8 +1,10 @@
 // The subscriber thread owns one blocking hiredis connection. It waits in poll() on that socket
 // and on an eventfd; other threads never touch the socket: they record what they want
 // (channels to subscribe or drop) under the mutex and poke the eventfd. Writes go through
-// redisAppendCommandArgv + flush_output, reads through redisBufferRead + redisGetReplyFromReader,
-// so the thread only blocks in poll() (or briefly in a bounded connect/send).
+// redisAppendCommandArgv + flush_output, reads through read_input + redisGetReplyFromReader
+// (hiredis_io.h: plain or TLS), so the thread only blocks in poll() (or briefly in a bounded
+// connect/send). Over TLS, bytes OpenSSL already decrypted are invisible to poll(): they are read
+// before polling again.
 //
 // Confirmation bookkeeping: the server answers SUBSCRIBE commands in order, one
 // ["subscribe", channel, n] per channel. `unconfirmed[channel]` counts SUBSCRIBEs sent on this
@@ -66,7 +68,7 @@ struct RedisSubscriber::Impl {
     // Subscriber thread.
     void run();
     void serve(RedisConnection& conn);
-    void send_requests(redisContext* c);
+    void send_requests(const detail::Transport& t);
     void handle(const RedisReply& reply);
     void confirm(const std::string& channel);
     void deliver(const std::string& channel, const std::string& message);
@@ -292,16 +294,18 @@ void RedisSubscriber::Impl::run() {
 }
 
 void RedisSubscriber::Impl::serve(RedisConnection& conn) {
-    redisContext* c = conn.raw();
+    const detail::Transport t = conn.transport();
+    redisContext* c = t.context;
     for (;;) {
-        send_requests(c);
+        send_requests(t);
         notify_reconnected_if_ready();
         {
             MutexLock lock(mutex);
             if (stopping) return;
         }
         pollfd fds[2] = {{c->fd, POLLIN, 0}, {wake_fd.get(), POLLIN, 0}};
-        if (::poll(fds, 2, -1) < 0) {
+        const bool buffered = detail::has_buffered_input(t);
+        if (::poll(fds, 2, buffered ? 0 : -1) < 0) {
             if (errno == EINTR) continue;
             throw ConnectionError(where + ": poll failed: " + std::generic_category().message(errno));
         }
@@ -310,8 +314,8 @@ void RedisSubscriber::Impl::serve(RedisConnection& conn) {
             MutexLock lock(mutex);
             if (relocate_requested) throw ConnectionError(where + ": relocating (the master changed)");
         }
-        if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-            if (redisBufferRead(c) != REDIS_OK) detail::throw_failure(c, where + ": reading");
+        if (buffered || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+            if (!detail::read_input(t)) detail::throw_failure(c, where + ": reading");
             for (;;) {
                 void* raw = nullptr;
                 if (redisGetReplyFromReader(c, &raw) != REDIS_OK)
@@ -324,7 +328,8 @@ void RedisSubscriber::Impl::serve(RedisConnection& conn) {
     }
 }
 
-void RedisSubscriber::Impl::send_requests(redisContext* c) {
+void RedisSubscriber::Impl::send_requests(const detail::Transport& t) {
+    redisContext* c = t.context;
     const bool sharded = kind == Channels::Sharded;
     std::vector<std::string> subscribe{sharded ? "SSUBSCRIBE" : "SUBSCRIBE"};
     std::vector<std::string> unsubscribe{sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"};
@@ -365,7 +370,7 @@ void RedisSubscriber::Impl::send_requests(redisContext* c) {
         }
         for (std::size_t i = 1; i < args->size(); ++i) queue({args->front(), (*args)[i]});
     }
-    if (queued && !detail::flush_output(c)) detail::throw_failure(c, where + ": sending (UN)SUBSCRIBE");
+    if (queued && !detail::flush_output(t)) detail::throw_failure(c, where + ": sending (UN)SUBSCRIBE");
 }
 
 void RedisSubscriber::Impl::handle(const RedisReply& reply) {

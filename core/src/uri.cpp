@@ -318,6 +318,39 @@ std::vector<std::pair<RedisEndpoint, RedisEndpoint>> parse_address_map(std::stri
     return map;
 }
 
+// tls_ca, tls_cert, tls_key (file paths), tls_verify (full | ca | none), tls_server_name. Only a
+// rediss:// URL takes them: on redis:// they would suggest a protection that is not there.
+void parse_tls_parameter(const std::string& key, const std::string& value, RedisTlsOptions& tls) {
+    const std::string part = "query parameter '" + key + "'";
+    if (!tls.enabled) throw ConfigError(part, "TLS parameters need a rediss:// URL");
+    if (value.empty()) throw ConfigError(part, "empty value");
+    if (key == "tls_ca") {
+        tls.ca_file = value;
+    } else if (key == "tls_cert") {
+        tls.cert_file = value;
+    } else if (key == "tls_key") {
+        tls.key_file = value;
+    } else if (key == "tls_verify") {
+        if (value == "full") {
+            tls.verify = RedisTlsVerify::Full;
+        } else if (value == "ca") {
+            tls.verify = RedisTlsVerify::Ca;
+        } else if (value == "none") {
+            tls.verify = RedisTlsVerify::None;
+        } else {
+            throw ConfigError(part, "'" + value + "' is not full, ca or none");
+        }
+    } else if (key == "tls_server_name") {
+        for (char c : value) {
+            const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':';
+            if (!ok) throw ConfigError(part, "invalid character '" + std::string(1, c) + "' in '" + value + "'");
+        }
+        tls.server_name = value;
+    } else {
+        throw ConfigError(part, "unknown TLS parameter (known: tls_ca, tls_cert, tls_key, tls_verify, tls_server_name)");
+    }
+}
+
 }  // namespace
 
 RedisEndpoint mapped_address(const RedisOptions& options, const std::string& host, int port) {
@@ -331,12 +364,17 @@ RedisOptions parse_redis_url(std::string_view url) {
     if (url.substr(0, 16) == "redis+cluster://") return parse_topology_url(url, "redis+cluster", RedisTopology::Cluster);
     if (url.substr(0, 17) == "redis+sentinel://")
         return parse_topology_url(url, "redis+sentinel", RedisTopology::Sentinel);
-    if (auto sep = url.find("://"); sep != std::string_view::npos && url.substr(0, sep) != "redis") {
-        throw ConfigError("scheme", "expected 'redis', 'redis+cluster' or 'redis+sentinel', got '" +
+    if (url.substr(0, 17) == "rediss+cluster://" || url.substr(0, 18) == "rediss+sentinel://") {
+        throw ConfigError("scheme", "TLS over cluster/Sentinel is not supported yet (docs/tls.md)");
+    }
+    const bool tls = url.substr(0, 9) == "rediss://";
+    if (auto sep = url.find("://"); sep != std::string_view::npos && url.substr(0, sep) != "redis" && !tls) {
+        throw ConfigError("scheme", "expected 'redis', 'rediss', 'redis+cluster' or 'redis+sentinel', got '" +
                                         std::string(url.substr(0, sep)) + "'");
     }
-    UrlParts parts = split_url(url, "redis");
+    UrlParts parts = split_url(url, tls ? "rediss" : "redis");
     RedisOptions o;
+    o.tls.enabled = tls;
     o.host = parts.host;
     if (parts.port) o.port = *parts.port;
     if (parts.has_userinfo) {
@@ -363,13 +401,20 @@ RedisOptions parse_redis_url(std::string_view url) {
             o.pool_wait_timeout = parse_duration(value, part);
         } else if (key == "address_map") {
             o.address_map = parse_address_map(value, part);
+        } else if (key.starts_with("tls_")) {
+            parse_tls_parameter(key, value, o.tls);
         } else {
-            throw ConfigError(part, "unknown parameter (known: connect_timeout, socket_timeout, pool_size, pool_wait_timeout, "
-                                    "address_map)");
+            throw ConfigError(part, "unknown parameter (known: connect_timeout, socket_timeout, pool_size, "
+                                    "pool_wait_timeout, address_map; with rediss://: tls_ca, tls_cert, tls_key, "
+                                    "tls_verify, tls_server_name)");
         }
     }
     if (o.connect_timeout.count() == 0) throw ConfigError("query parameter 'connect_timeout'", "must be positive");
     if (o.socket_timeout.count() == 0) throw ConfigError("query parameter 'socket_timeout'", "must be positive");
+    if (o.tls.cert_file.empty() != o.tls.key_file.empty()) {
+        throw ConfigError(o.tls.cert_file.empty() ? "query parameter 'tls_cert'" : "query parameter 'tls_key'",
+                          "a client certificate needs both tls_cert and tls_key");
+    }
     return o;
 }
 
@@ -513,6 +558,7 @@ MysqlOptions parse_mysql_url(std::string_view url) {
 std::string to_url(const RedisOptions& o) {
     std::string url = o.topology == RedisTopology::Cluster    ? "redis+cluster://"
                       : o.topology == RedisTopology::Sentinel ? "redis+sentinel://"
+                      : o.tls.enabled                         ? "rediss://"
                                                               : "redis://";
     if (!o.password.empty()) url += percent_encode(o.user) + ":" + percent_encode(o.password) + "@";
     if (o.topology == RedisTopology::Standalone || o.nodes.empty()) {
@@ -527,6 +573,22 @@ std::string to_url(const RedisOptions& o) {
            "&socket_timeout=" + format_duration(o.socket_timeout) +
            "&pool_size=" + std::to_string(o.pool_size) +
            "&pool_wait_timeout=" + format_duration(o.pool_wait_timeout);
+    if (o.tls.enabled) {
+        if (!o.tls.ca_file.empty()) url += "&tls_ca=" + percent_encode(o.tls.ca_file);
+        if (!o.tls.cert_file.empty()) url += "&tls_cert=" + percent_encode(o.tls.cert_file);
+        if (!o.tls.key_file.empty()) url += "&tls_key=" + percent_encode(o.tls.key_file);
+        url += std::string("&tls_verify=") +
+               (o.tls.verify == RedisTlsVerify::Full ? "full" : o.tls.verify == RedisTlsVerify::Ca ? "ca" : "none");
+        if (!o.tls.server_name.empty()) url += "&tls_server_name=" + percent_encode(o.tls.server_name);
+    }
+    if (!o.address_map.empty()) {
+        std::string map;
+        for (const auto& [from, to] : o.address_map) {
+            if (!map.empty()) map += ",";
+            map += from.host + ":" + std::to_string(from.port) + "=" + to.host + ":" + std::to_string(to.port);
+        }
+        url += "&address_map=" + percent_encode(map);
+    }
     return url;
 }
 

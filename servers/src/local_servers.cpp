@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <cppconn/connection.h>
 #include <cppconn/exception.h>
@@ -39,6 +40,19 @@ std::string require_executable(const std::string& name) {
     std::string path = find_executable(name);
     if (path.empty()) throw ConfigError(name, "'" + name + "' not found on PATH; " + kInstallHint);
     return path;
+}
+
+// A TCP connection to 127.0.0.1:port is accepted.
+bool port_accepts(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    return ok;
 }
 
 // One PING over a fresh TCP connection, without the cache layer (servers/ depends on core only).
@@ -131,6 +145,7 @@ struct LocalServers::Impl {
 
     bool redis_owned = false;
     RedisOptions redis;
+    TlsCertificates redis_tls;  // options.redis_tls only
     pid_t redis_pid = 0;
     std::string redis_binary;
 
@@ -197,9 +212,10 @@ void LocalServers::Impl::make_dir_and_reaper() {
 }
 
 void LocalServers::Impl::start_redis_process() {
+    // A TLS server listens on its TLS port only: nothing reaches it in plain text.
     std::vector<std::string> argv = {
         redis_binary,
-        "--port", std::to_string(redis.port),
+        "--port", options.redis_tls ? "0" : std::to_string(redis.port),
         "--bind", "127.0.0.1",
         "--dir", dir.string(),
         "--save", "",
@@ -208,11 +224,26 @@ void LocalServers::Impl::start_redis_process() {
         "--protected-mode", "no",
         "--logfile", (dir / "redis.log").string(),
     };
+    if (options.redis_tls) {
+        using Certificate = LocalServersOptions::TlsServerCertificate;
+        const TlsCertificates& c = redis_tls;
+        const auto [cert, key] = options.redis_tls_certificate == Certificate::Expired   ? std::pair(c.expired_cert, c.expired_key)
+                                 : options.redis_tls_certificate == Certificate::WrongHost ? std::pair(c.wrong_host_cert, c.wrong_host_key)
+                                 : options.redis_tls_certificate == Certificate::ForeignCa ? std::pair(c.foreign_cert, c.foreign_key)
+                                                                                          : std::pair(c.server_cert, c.server_key);
+        for (const std::string& arg : {std::string("--tls-port"), std::to_string(redis.port), std::string("--tls-cert-file"),
+                                       cert, std::string("--tls-key-file"), key, std::string("--tls-ca-cert-file"),
+                                       c.ca_file, std::string("--tls-auth-clients"), options.redis_tls_auth_clients}) {
+            argv.push_back(arg);
+        }
+    }
     argv.insert(argv.end(), options.redis_extra_args.begin(), options.redis_extra_args.end());
     if (!options.redis_config_file.empty()) argv.insert(argv.begin() + 1, options.redis_config_file);
     redis_pid = spawn(argv, (dir / "redis.out").string(), (dir / "redis.pid").string());
     auto deadline = Clock::now() + options.start_timeout;
-    while (!redis_answers_ping(redis.port)) {
+    // servers/ speaks no TLS: a TLS server counts as up once its port accepts connections
+    // (redis-server listens only after it has loaded its certificates).
+    while (!(options.redis_tls ? port_accepts(redis.port) : redis_answers_ping(redis.port))) {
         int status = 0;
         if (has_exited(redis_pid, &status)) {
             redis_pid = 0;
@@ -370,6 +401,10 @@ LocalServers::LocalServers(LocalServersOptions options) : impl_(std::make_unique
     m.options = std::move(options);
     const char* redis_env = m.options.use_environment ? std::getenv("LOCKSTEP_REDIS_URL") : nullptr;
     const char* mysql_env = m.options.use_environment ? std::getenv("LOCKSTEP_MYSQL_URL") : nullptr;
+    if (m.options.redis_tls) {
+        if (!m.options.redis) throw ConfigError("redis_tls", "needs .redis = true");
+        redis_env = nullptr;  // the TLS server is always a private one
+    }
     if (redis_env && *redis_env) m.redis = parse_redis_url(redis_env);
     if (mysql_env && *mysql_env) {
         m.mysql = parse_mysql_url(mysql_env);
@@ -399,6 +434,11 @@ LocalServers::LocalServers(LocalServersOptions options) : impl_(std::make_unique
         if (m.redis_owned) {
             m.redis = RedisOptions{};
             m.redis.port = free_loopback_port();
+            if (m.options.redis_tls) {
+                m.redis_tls = make_tls_certificates((m.dir / "tls").string());
+                m.redis.tls.enabled = true;
+                m.redis.tls.ca_file = m.redis_tls.ca_file;
+            }
             m.start_redis_process();
         }
         if (m.mysql_owned) {
@@ -446,6 +486,7 @@ std::string LocalServers::redis_url() const {
     require_enabled(impl_->options.redis, "Redis", "redis");
     const auto& r = impl_->redis;
     if (r.topology != RedisTopology::Standalone) return to_url(r);  // an adopted cluster/sentinel URL
+    if (r.tls.enabled) return to_url(r);
     std::string url = "redis://";
     if (!r.password.empty()) url += r.user + ":" + r.password + "@";
     return url + r.host + ":" + std::to_string(r.port) + "/" + std::to_string(r.db);
@@ -462,6 +503,11 @@ std::string LocalServers::mysql_url() const {
 RedisOptions LocalServers::redis_options() const {
     require_enabled(impl_->options.redis, "Redis", "redis");
     return impl_->redis;
+}
+
+const TlsCertificates& LocalServers::redis_tls_certificates() const {
+    require_enabled(impl_->options.redis_tls, "TLS Redis", "redis_tls");
+    return impl_->redis_tls;
 }
 MysqlOptions LocalServers::mysql_options() const {
     require_enabled(impl_->options.mysql, "MariaDB", "mysql");

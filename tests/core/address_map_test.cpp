@@ -21,6 +21,12 @@ TEST(AddressMap, AClusterUrlMapsEachAnnouncedNodeAndLeavesOthersAlone) {
     EXPECT_EQ(mapped_address(o, "10.0.0.3", 6379), (RedisEndpoint{"10.0.0.3", 6379}));
 }
 
+TEST(AddressMap, ToUrlKeepsTheMap) {
+    const RedisOptions o =
+        parse_redis_url("redis+cluster://127.0.0.1:7000?address_map=10.0.0.1:6379=127.0.0.1:16379");
+    EXPECT_EQ(parse_redis_url(to_url(o)).address_map, o.address_map);
+}
+
 TEST(AddressMap, ASentinelUrlCarriesItToo) {
     const RedisOptions o =
         parse_redis_url("redis+sentinel://127.0.0.1:26379/mymaster?address_map=redis-master:6379=127.0.0.1:6400");

@@ -95,7 +95,19 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"Empty", "", "url"},
         Malformed{"HttpScheme", "http://localhost:6379", "scheme"},
         Malformed{"NoScheme", "localhost:6379", "scheme"},
-        Malformed{"TlsSchemeNotSupported", "rediss://localhost:6379", "scheme"},
+        Malformed{"TlsOverClusterNotSupportedYet", "rediss+cluster://a:1,b:2", "scheme"},
+        Malformed{"TlsOverSentinelNotSupportedYet", "rediss+sentinel://a:1/m", "scheme"},
+        Malformed{"TlsParameterOnAPlainUrl", "redis://localhost?tls_ca=/etc/ca.pem", kQp + "'tls_ca'"},
+        Malformed{"TlsVerifyUnknownValue", "rediss://localhost?tls_verify=strict", kQp + "'tls_verify'"},
+        Malformed{"TlsVerifyIsCaseSensitive", "rediss://localhost?tls_verify=Full", kQp + "'tls_verify'"},
+        Malformed{"TlsCaEmpty", "rediss://localhost?tls_ca=", kQp + "'tls_ca'"},
+        Malformed{"TlsCertWithoutKey", "rediss://localhost?tls_cert=/c.pem", kQp + "'tls_key'"},
+        Malformed{"TlsKeyWithoutCert", "rediss://localhost?tls_key=/k.pem", kQp + "'tls_cert'"},
+        Malformed{"TlsServerNameWithSpace", "rediss://localhost?tls_server_name=a%20b", kQp + "'tls_server_name'"},
+        Malformed{"TlsUnknownParameter", "rediss://localhost?tls_ciphers=HIGH", kQp + "'tls_ciphers'"},
+        Malformed{"TlsParameterGivenTwice", "rediss://localhost?tls_ca=/a&tls_ca=/b", kQp + "'tls_ca'"},
+        Malformed{"TlsPasswordWithoutColon", "rediss://secret@localhost", "password"},
+        Malformed{"TlsOneSlash", "rediss:/localhost", "scheme"},
         Malformed{"OneSlash", "redis:/localhost", "scheme"},
         Malformed{"NothingAfterScheme", "redis://", "host"},
         Malformed{"OnlyPath", "redis:///0", "host"},
@@ -242,6 +254,68 @@ TEST(RedisUrl, RoundTripsThroughToUrl) {
         SCOPED_TRACE(to_url(o));
         expect_same(parse_redis_url(to_url(o)), o);
     }
+}
+
+TEST(RedisUrl, RedissTurnsTlsOnWithFullVerificationAndTheSystemStore) {
+    const RedisOptions o = parse_redis_url("rediss://:pw@cache.example:6380/2");
+    EXPECT_TRUE(o.tls.enabled);
+    EXPECT_EQ(o.tls.verify, RedisTlsVerify::Full);
+    EXPECT_EQ(o.tls.ca_file, "");
+    EXPECT_EQ(o.tls.cert_file, "");
+    EXPECT_EQ(o.tls.server_name, "");
+    EXPECT_EQ(o.host, "cache.example");
+    EXPECT_EQ(o.port, 6380);
+    EXPECT_EQ(o.db, 2);
+    EXPECT_EQ(o.password, "pw");
+    EXPECT_FALSE(parse_redis_url("redis://cache.example").tls.enabled);
+}
+
+TEST(RedisUrl, EveryTlsParameter) {
+    const RedisOptions o = parse_redis_url(
+        "rediss://10.0.0.7:6380?tls_ca=/etc/redis/ca.pem&tls_cert=/etc/redis/client.pem&tls_key=%2Fetc%2Fredis%2Fclient.key"
+        "&tls_verify=ca&tls_server_name=redis.internal&socket_timeout=2s");
+    EXPECT_EQ(o.tls.ca_file, "/etc/redis/ca.pem");
+    EXPECT_EQ(o.tls.cert_file, "/etc/redis/client.pem");
+    EXPECT_EQ(o.tls.key_file, "/etc/redis/client.key");
+    EXPECT_EQ(o.tls.verify, RedisTlsVerify::Ca);
+    EXPECT_EQ(o.tls.server_name, "redis.internal");
+    EXPECT_EQ(o.socket_timeout, 2s);
+    EXPECT_EQ(parse_redis_url("rediss://h?tls_verify=none").tls.verify, RedisTlsVerify::None);
+    EXPECT_EQ(parse_redis_url("rediss://h?tls_verify=full").tls.verify, RedisTlsVerify::Full);
+}
+
+TEST(RedisUrl, ATlsErrorNeverShowsThePassword) {
+    for (const char* url : {"rediss://:hunter2@h?tls_verify=maybe", "redis://u:hunter2@h?tls_ca=/ca.pem",
+                            "rediss+cluster://:hunter2@a:1"}) {
+        try {
+            parse_redis_url(url);
+            ADD_FAILURE() << "accepted " << url;
+        } catch (const ConfigError& e) {
+            EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
+        }
+    }
+}
+
+TEST(RedisUrl, TlsOptionsRoundTripThroughToUrl) {
+    RedisOptions o;
+    o.host = "127.0.0.1";
+    o.password = "p@ss";
+    o.tls.enabled = true;
+    o.tls.ca_file = "/tmp/lock step/ca&1.pem";
+    o.tls.cert_file = "/c.pem";
+    o.tls.key_file = "/k.pem";
+    o.tls.verify = RedisTlsVerify::None;
+    o.tls.server_name = "redis.internal";
+    SCOPED_TRACE(to_url(o));
+    const RedisOptions back = parse_redis_url(to_url(o));
+    expect_same(back, o);
+    EXPECT_TRUE(back.tls.enabled);
+    EXPECT_EQ(back.tls.ca_file, o.tls.ca_file);
+    EXPECT_EQ(back.tls.cert_file, o.tls.cert_file);
+    EXPECT_EQ(back.tls.key_file, o.tls.key_file);
+    EXPECT_EQ(back.tls.verify, o.tls.verify);
+    EXPECT_EQ(back.tls.server_name, o.tls.server_name);
+    EXPECT_FALSE(parse_redis_url(to_url(RedisOptions{})).tls.enabled);
 }
 
 // ---------------------------------------------------------------------------------------------

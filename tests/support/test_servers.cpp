@@ -12,14 +12,18 @@ namespace lockstep::test {
 
 namespace {
 
-// LOCKSTEP_TEST_REDIS_TOPOLOGY: true for "cluster", false for unset/""/"standalone".
-bool cluster_requested() {
+// LOCKSTEP_TEST_REDIS_TOPOLOGY: "standalone" for unset/"", "cluster" or "tls".
+std::string requested_topology() {
     const char* v = std::getenv("LOCKSTEP_TEST_REDIS_TOPOLOGY");
     const std::string topology = v ? v : "";
-    if (topology.empty() || topology == "standalone") return false;
-    if (topology == "cluster") return true;
+    if (topology.empty() || topology == "standalone") return "standalone";
+    if (topology == "cluster" || topology == "tls") return topology;
     throw ConfigError("LOCKSTEP_TEST_REDIS_TOPOLOGY",
-                      "'" + topology + "' is not a test topology (standalone or cluster)");
+                      "'" + topology + "' is not a test topology (standalone, cluster or tls)");
+}
+
+bool cluster_requested() {
+    return requested_topology() == "cluster";
 }
 
 bool external_redis() {
@@ -44,6 +48,8 @@ TestServers::TestServers() {
         cluster_ = std::make_unique<LocalRedisCluster>(co);
         o.redis = false;
     }
+    // A private TLS-only redis-server; an external Redis (LOCKSTEP_REDIS_URL) wins, as above.
+    if (requested_topology() == "tls" && !external_redis()) o.redis_tls = true;
     local_ = std::make_unique<LocalServers>(o);
 }
 

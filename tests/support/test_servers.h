@@ -6,7 +6,10 @@
 //   unset, "" or "standalone"  one private redis-server (LocalServers), as always;
 //   "cluster"                  a private 3-master Redis Cluster (LocalRedisCluster, no replicas:
 //                              the suites test lock/repository semantics, not failover), and
-//                              redis_url() is its redis+cluster:// URL.
+//                              redis_url() is its redis+cluster:// URL;
+//   "tls"                      one private redis-server on a TLS port only
+//                              (LocalServersOptions::redis_tls), and redis_url() is its rediss://
+//                              URL (docs/tls.md).
 // Anything else is a ConfigError naming the variable. LOCKSTEP_REDIS_URL wins over it (an
 // external cluster is used as it is; redis_is_cluster() then follows the URL's scheme).
 //

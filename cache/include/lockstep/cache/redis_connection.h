@@ -1,5 +1,6 @@
-// One blocking hiredis connection. Owned by RedisConnectionPool; callers reach it through a
-// PooledRedisConnection guard (redis_connection_pool.h).
+// One blocking hiredis connection, plain or TLS (rediss://, docs/tls.md). Owned by
+// RedisConnectionPool; callers reach it through a PooledRedisConnection guard
+// (redis_connection_pool.h).
 //
 // Failure rule: if an I/O error or timeout happens after a command was written, the
 // connection is marked broken and a ConnectionError (or TimeoutError) is thrown saying the
@@ -27,6 +28,8 @@ namespace lockstep {
 
 namespace detail {
 class Argv;
+class TlsSession;
+struct Transport;
 }  // namespace detail
 
 class RedisConnection {
@@ -73,7 +76,12 @@ public:
     void mark_idle(std::chrono::steady_clock::time_point now) noexcept { idle_since_ = now; }
     // The socket file descriptor, for poll() by the subscriber.
     int fd() const;
+    // The hiredis context. On a TLS connection (rediss://) its socket carries TLS records: a
+    // caller must move bytes through transport() (cache/src/hiredis_io.h), never read or write
+    // the socket itself.
     redisContext* raw() noexcept { return ctx_.get(); }
+    // The context and, over TLS, the session its bytes go through (library-internal use).
+    detail::Transport transport() noexcept;
 
 private:
     struct ContextDeleter {
@@ -84,9 +92,12 @@ private:
     // The fault point "redis.before_send"; an error armed there marks the connection broken.
     void before_send();
     std::unique_ptr<redisContext, ContextDeleter> ctx_;
+    // Declared after ctx_ so that it is destroyed first, while the socket is still open.
+    std::unique_ptr<detail::TlsSession> tls_;
     RedisOptions options_;
     bool broken_ = false;
     std::size_t pending_ = 0;  // replies sent for and not yet read (send / receive)
+    bool replied_ = false;     // a reply was read (a failure before it may be a TLS server)
     std::chrono::steady_clock::time_point idle_since_{};
 };
 

@@ -1,5 +1,5 @@
 // How to reach one Redis server and how many connections to keep to it. Plain struct: every
-// field has a safe default; `parse_redis_url` (uri.h) fills one from a redis:// URL.
+// field has a safe default; `parse_redis_url` (uri.h) fills one from a redis:// or rediss:// URL.
 #pragma once
 
 #include <chrono>
@@ -22,6 +22,28 @@ struct RedisEndpoint {
     std::string host;
     int port = 6379;
     bool operator==(const RedisEndpoint&) const = default;
+};
+
+// How much of the server's certificate a TLS connection checks (docs/tls.md).
+enum class RedisTlsVerify {
+    Full,  // the chain up to a trusted CA, and the host name (or IP address) it was reached by
+    Ca,    // the chain only: any name signed by a trusted CA is accepted
+    None,  // nothing: encrypts, but a man in the middle is not noticed (tests, trusted links)
+};
+
+// TLS for every connection of the options (rediss://). Off by default.
+struct RedisTlsOptions {
+    bool enabled = false;
+    // PEM file of the CA certificates to trust; empty: the system's default store.
+    std::string ca_file;
+    // PEM client certificate (chain) and its private key, for a server that asks for one; both
+    // or neither.
+    std::string cert_file;
+    std::string key_file;
+    RedisTlsVerify verify = RedisTlsVerify::Full;
+    // The name sent as SNI and checked against the certificate; empty: the host connected to
+    // (an IP address is checked as an address and not sent as SNI).
+    std::string server_name;
 };
 
 struct RedisOptions {
@@ -63,6 +85,9 @@ struct RedisOptions {
     // to every address the Cluster and Sentinel clients connect to; a standalone client connects
     // to host:port as written. URL: address_map=<host>:<port>=<host>:<port>,...
     std::vector<std::pair<RedisEndpoint, RedisEndpoint>> address_map;
+
+    // TLS (rediss://, redis+cluster+tls:// is not supported yet; see docs/tls.md).
+    RedisTlsOptions tls;
 };
 
 // The endpoint to connect to for `host`:`port`: its address_map entry, or itself.

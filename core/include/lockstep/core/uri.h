@@ -2,11 +2,13 @@
 // `part()` names it ("scheme", "host", "port", "database", "query parameter 'pool_size'", ...).
 //
 //   redis://[[user]:password@]host[:port][/db][?param=value&...]
+//   rediss://...  the same over TLS (docs/tls.md)
 //   mysql://user[:password]@host[:port]/database[?param=value&...]
 //
 // Durations are written with a unit: 500ms, 2s, 1.5s, 0.25m, 1m (a bare number is milliseconds);
 // a fraction is allowed when the value is a whole number of milliseconds ("1.5ms": ConfigError).
-// redis params: connect_timeout, socket_timeout, pool_size, pool_wait_timeout
+// redis params: connect_timeout, socket_timeout, pool_size, pool_wait_timeout; rediss:// adds
+//               tls_ca, tls_cert, tls_key (files), tls_verify (full|ca|none), tls_server_name
 // mysql params: connect_timeout, read_timeout, write_timeout, pool_size, pool_wait_timeout,
 //               validation_interval, statement_cache_size,
 //               tls (disabled|required|verify_ca|verify_identity), tls_ca, tls_cert, tls_key (files)

@@ -21,6 +21,7 @@
 
 #include "lockstep/core/mysql_options.h"
 #include "lockstep/core/redis_options.h"
+#include "lockstep/servers/tls_certificates.h"
 
 namespace lockstep {
 
@@ -55,6 +56,17 @@ struct LocalServersOptions {
     // mysql_tls_cert means no TLS. The server reads the files again on `FLUSH SSL`, so a test may
     // replace them in between.
     std::string mysql_tls_cert, mysql_tls_key, mysql_tls_ca;
+    // Serve the private Redis over TLS only (`--port 0 --tls-port P`), with certificates from
+    // make_tls_certificates (tls_certificates.h) in the temp dir: redis_url() is then
+    // rediss://127.0.0.1:P/0?tls_ca=<the CA>. Needs an owned Redis (LOCKSTEP_REDIS_URL is ignored
+    // when set; use_environment has no say over it).
+    bool redis_tls = false;
+    // With redis_tls: whether the server asks for a client certificate: "no", "optional" (asks,
+    // accepts none) or "yes" (refuses a client without one) -- redis-server's --tls-auth-clients.
+    std::string redis_tls_auth_clients = "optional";
+    // With redis_tls: which certificate the server presents (tests of the client's checks).
+    enum class TlsServerCertificate { Valid, Expired, WrongHost, ForeignCa };
+    TlsServerCertificate redis_tls_certificate = TlsServerCertificate::Valid;
 };
 
 class LocalServers {
@@ -73,6 +85,8 @@ public:
     std::string mysql_url() const;
     RedisOptions redis_options() const;
     MysqlOptions mysql_options() const;
+    // The certificates of a TLS Redis (options.redis_tls); ConfigError without one.
+    const TlsCertificates& redis_tls_certificates() const;
 
     // True when this object started the server (and so may kill or restart it).
     bool owns_redis() const noexcept;
