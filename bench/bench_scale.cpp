@@ -10,9 +10,12 @@
 //                 thread's CPU per hold per second, and its renewal round trips per second
 //   waiters       1, 10, 100, 1k threads waiting on one name while one holds it (RedisMutex
 //                 without the local gate, so each is a waiter in Redis), and 1, 10, 100 on the
-//                 fair mutex: hand-over p50 / p99, wake-ups and SPUBLISHes per release
+//                 fair mutex: hand-over p50 / p99; wake-ups per release (RedisMutex)
 //   processes     1, 2, 4, 8 processes (children `lockstep-bench --handover-worker`, one thread
 //                 each) on one name and on a name each: lock cycles per second per process
+//
+// The waiter and process curves measure all their sizes back to back inside each repetition
+// (measure_sizes), so that the load of the shared machine moves every size of a repetition alike.
 #include <dirent.h>
 #include <sys/resource.h>
 #include <spawn.h>
@@ -27,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -76,8 +80,8 @@ struct ScaleBudget {
 };
 
 ScaleBudget scale_budget(const Budget& b) {
-    if (b.quick) return {1, milliseconds(1200), milliseconds(700), milliseconds(500)};
-    return {b.throughput_repetitions, milliseconds(2400), milliseconds(1500), milliseconds(1000)};
+    if (b.quick) return {1, milliseconds(1200), milliseconds(400), milliseconds(300)};
+    return {b.throughput_repetitions, milliseconds(2400), milliseconds(750), milliseconds(500)};
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -185,6 +189,58 @@ TableRow curve_row(double value, double smallest, bool lower_is_better, const st
     }
     row.data["value"] = value;
     row.data["smallest_size_value"] = smallest;
+    return row;
+}
+
+using Measures = std::map<std::string, double>;
+
+std::string at(const std::string& counter, int n) {
+    return counter + "@" + std::to_string(n);
+}
+
+// Every size of a curve measured back to back inside one repetition, smallest to largest and
+// back again (1, 10, 100, 100, 10, 1): drift of the shared machine during a repetition hits every
+// size alike, as in a paired loop, and each figure is the mean of its two visits. Counters are
+// named "<measure>@<size>".
+template <class Sizes, class Measure>
+void measure_sizes(benchmark::State& state, const Sizes& sizes, Measure measure) {
+    Measures mean;
+    const std::size_t k = sizes.size();
+    for (std::size_t i = 0; i < 2 * k; ++i) {
+        const int n = sizes[i < k ? i : 2 * k - 1 - i];
+        for (const auto& [name, v] : measure(n)) mean[at(name, n)] += v / 2;
+    }
+    for (const auto& [name, v] : mean) state.counters[name] = v;
+}
+
+// The median over repetitions of each repetition's own ratio: its value at size n ÷ at size n0.
+double median_ratio(const Results& r, const std::string& bench, const std::string& counter, int n, int n0) {
+    std::vector<double> v;
+    for (int i = 0; i < r.repetitions(bench); ++i) {
+        const double b = r.counter_at(bench, at(counter, n0), i);
+        if (b > 0) v.push_back(r.counter_at(bench, at(counter, n), i) / b);
+    }
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size();
+    return m % 2 == 1 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+}
+
+// A point of a curve measured by measure_sizes: medians of the value at n and at the smallest
+// size n0 for the columns, the median of the per-repetition ratios for the ratio.
+TableRow sized_row(const Results& r, const std::string& bench, const std::string& counter, int n, int n0,
+                   bool lower_is_better, const std::function<std::string(double)>& show,
+                   const std::string& smallest_label) {
+    const double v = r.counter(bench, at(counter, n));
+    const double b = r.counter(bench, at(counter, n0));
+    TableRow row = curve_row(v, b, lower_is_better, show(v), show(b) + " " + smallest_label);
+    const double ratio = median_ratio(r, bench, counter, n, n0);
+    if (b > 0 && ratio > 0) {
+        row.ratio = times(ratio);
+        row.verdict =
+            (lower_is_better ? ratio <= kFlat : ratio >= 1 / kFlat) ? Verdict::Met : Verdict::Missed;
+        row.data["ratio"] = ratio;
+    }
     return row;
 }
 
@@ -535,10 +591,6 @@ WaitersOutcome run_waiters(const std::vector<M*>& mutexes, Clock::time_point sta
     return out;
 }
 
-std::string waiters_bench(const std::string& kind, int n) {
-    return "scale/waiters/" + kind + "/" + std::to_string(n);
-}
-
 // This process's CPU seconds and context switches (every thread, ended ones included).
 struct ProcessUsage {
     double cpu = 0;
@@ -553,41 +605,52 @@ ProcessUsage process_usage() {
             static_cast<long long>(u.ru_nvcsw) + static_cast<long long>(u.ru_nivcsw)};
 }
 
-void set_waiter_counters(benchmark::State& state, const WaitersOutcome& o, double seconds, const ServerSnapshot& a,
-                         const ServerSnapshot& z, const ProcessUsage& pa, const ProcessUsage& pz) {
+// One window of `mutexes.size() - 1` waiters: hand-over percentiles and what each acquisition cost.
+template <class M>
+Measures waiters_window(Environment& env, const std::vector<M*>& mutexes, milliseconds window) {
+    const auto start = Clock::now() + milliseconds(50) + std::chrono::microseconds(200) * mutexes.size();
+    const auto end = start + window;
+    const auto a = server_snapshot(env);
+    const auto pa = process_usage();
+    const WaitersOutcome o = run_waiters(mutexes, start, end);
+    const auto pz = process_usage();
+    const auto z = server_snapshot(env);
+    if (!o.error.empty()) throw Error(o.error);
+    const double seconds = std::chrono::duration<double>(window).count();
     const double acq = static_cast<double>(std::max(1LL, o.acquisitions));
-    state.counters["client_cpu_us_per_acquisition"] = (pz.cpu - pa.cpu) / acq * 1e6;
-    state.counters["switches_per_acquisition"] = static_cast<double>(pz.switches - pa.switches) / acq;
-    state.counters["cores_busy"] = (z.machine_busy - a.machine_busy) / seconds;
-    state.SetIterationTime(seconds);
-    state.counters["handover_p50_s"] = percentile(o.handovers, 0.50);
-    state.counters["handover_p99_s"] = percentile(o.handovers, 0.99);
-    state.counters["acquisitions_per_s"] = static_cast<double>(o.acquisitions) / seconds;
-    state.counters["same_thread"] = static_cast<double>(o.same_thread) / acq;
-    state.counters["spublish_per_release"] = static_cast<double>(z.calls("spublish") - a.calls("spublish")) / acq;
-    state.counters["scripts_per_acquisition"] = static_cast<double>(z.calls("evalsha") - a.calls("evalsha")) / acq;
-    state.counters["redis_cpu_us_per_acquisition"] = (z.redis_cpu - a.redis_cpu) / acq * 1e6;
+    return {{"handover_p50_s", percentile(o.handovers, 0.50)},
+            {"handover_p99_s", percentile(o.handovers, 0.99)},
+            {"acquisitions_per_s", static_cast<double>(o.acquisitions) / seconds},
+            {"same_thread", static_cast<double>(o.same_thread) / acq},
+            {"spublish_per_release", static_cast<double>(z.calls("spublish") - a.calls("spublish")) / acq},
+            {"scripts_per_acquisition", static_cast<double>(z.calls("evalsha") - a.calls("evalsha")) / acq},
+            {"redis_cpu_us_per_acquisition", (z.redis_cpu - a.redis_cpu) / acq * 1e6},
+            {"client_cpu_us_per_acquisition", (pz.cpu - pa.cpu) / acq * 1e6},
+            {"switches_per_acquisition", static_cast<double>(pz.switches - pa.switches) / acq},
+            {"cores_busy", (z.machine_busy - a.machine_busy) / seconds}};
 }
 
 void register_waiters_curve(Environment& env, Plan& plan, const ScaleBudget& sb) {
+    constexpr const char* kRedisBench = "scale/waiters/redis";
+    constexpr const char* kFairBench = "scale/waiters/fair";
     Environment* envp = &env;
     const milliseconds window = sb.waiters_window;
     // The fair mutex's service, one for every size (its own connections and channel).
     LockServiceOptions fair_options;
     fair_options.prefix = env.prefix() + "scale-fair:";
     auto fair = std::make_shared<RedisFairLockService>(env.redis_options(), fair_options);
+    static std::atomic<int> round{0};
 
-    for (int n : kRedisWaiters) {
-        benchmark::RegisterBenchmark(waiters_bench("redis", n).c_str(), [=](benchmark::State& state) {
-            static std::atomic<int> round{0};
-            for (auto _ : state) {
-                try {
-                    // Without the local gate every thread is a waiter in Redis, as n processes would be.
-                    LockClientOptions lo;
-                    lo.prefix = envp->prefix() + "scale-wait:";
-                    lo.local_gate = false;
-                    lo.fence_counter_ttl = std::chrono::minutes(1);
-                    RedisLockClient client(envp->redis(), lo);
+    benchmark::RegisterBenchmark(kRedisBench, [=](benchmark::State& state) {
+        for (auto _ : state) {
+            try {
+                // Without the local gate every thread is a waiter in Redis, as n processes would be.
+                LockClientOptions lo;
+                lo.prefix = envp->prefix() + "scale-wait:";
+                lo.local_gate = false;
+                lo.fence_counter_ttl = std::chrono::minutes(1);
+                RedisLockClient client(envp->redis(), lo);
+                measure_sizes(state, kRedisWaiters, [&](int n) {
                     const std::string name = "w" + std::to_string(n) + "-" + std::to_string(round++);
                     std::vector<std::unique_ptr<RedisMutex>> owned;
                     std::vector<RedisMutex*> ms;
@@ -595,40 +658,30 @@ void register_waiters_curve(Environment& env, Plan& plan, const ScaleBudget& sb)
                         owned.push_back(std::make_unique<RedisMutex>(client, name));
                         ms.push_back(owned.back().get());
                     }
-                    const auto start = Clock::now() + milliseconds(100) + std::chrono::microseconds(200) * n;
-                    const auto end = start + window;
                     const auto stats0 = client.stats();
-                    const auto a = server_snapshot(*envp);
-                    const auto pa = process_usage();
-                    const WaitersOutcome o = run_waiters(ms, start, end);
-                    const auto pz = process_usage();
-                    const auto z = server_snapshot(*envp);
+                    Measures m = waiters_window(*envp, ms, window);
                     const auto stats1 = client.stats();
-                    if (!o.error.empty()) {
-                        state.SkipWithError(o.error.c_str());
-                        break;
-                    }
-                    const double seconds = std::chrono::duration<double>(window).count();
-                    set_waiter_counters(state, o, seconds, a, z, pa, pz);
-                    state.counters["wakeups_per_release"] =
-                        static_cast<double>(stats1.wakeups - stats0.wakeups) /
-                        static_cast<double>(std::max(1LL, o.acquisitions));
-                } catch (const std::exception& e) {
-                    state.SkipWithError(e.what());
-                    break;
-                }
+                    m["wakeups_per_release"] = static_cast<double>(stats1.wakeups - stats0.wakeups) /
+                                               std::max(1.0, m["acquisitions_per_s"] *
+                                                                 std::chrono::duration<double>(window).count());
+                    return m;
+                });
+                state.SetIterationTime(2.0 * kRedisWaiters.size() * std::chrono::duration<double>(window).count());
+            } catch (const std::exception& e) {
+                state.SkipWithError(e.what());
+                break;
             }
-        })
-            ->Iterations(1)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->Repetitions(sb.repetitions);
-    }
-    for (int n : kFairWaiters) {
-        benchmark::RegisterBenchmark(waiters_bench("fair", n).c_str(), [=](benchmark::State& state) {
-            static std::atomic<int> round{0};
-            for (auto _ : state) {
-                try {
+        }
+    })
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Repetitions(sb.repetitions);
+
+    benchmark::RegisterBenchmark(kFairBench, [=](benchmark::State& state) {
+        for (auto _ : state) {
+            try {
+                measure_sizes(state, kFairWaiters, [&](int n) {
                     const std::string name = "f" + std::to_string(n) + "-" + std::to_string(round++);
                     std::vector<std::unique_ptr<DistributedMutex>> owned;
                     std::vector<DistributedMutex*> ms;
@@ -636,101 +689,81 @@ void register_waiters_curve(Environment& env, Plan& plan, const ScaleBudget& sb)
                         owned.push_back(fair->make_mutex(name));
                         ms.push_back(owned.back().get());
                     }
-                    const auto start = Clock::now() + milliseconds(100) + std::chrono::microseconds(200) * n;
-                    const auto end = start + window;
-                    const auto a = server_snapshot(*envp);
-                    const auto pa = process_usage();
-                    const WaitersOutcome o = run_waiters(ms, start, end);
-                    const auto pz = process_usage();
-                    const auto z = server_snapshot(*envp);
-                    if (!o.error.empty()) {
-                        state.SkipWithError(o.error.c_str());
-                        break;
-                    }
-                    set_waiter_counters(state, o, std::chrono::duration<double>(window).count(), a, z, pa, pz);
-                } catch (const std::exception& e) {
-                    state.SkipWithError(e.what());
-                    break;
-                }
+                    return waiters_window(*envp, ms, window);
+                });
+                state.SetIterationTime(2.0 * kFairWaiters.size() * std::chrono::duration<double>(window).count());
+            } catch (const std::exception& e) {
+                state.SkipWithError(e.what());
+                break;
             }
-        })
-            ->Iterations(1)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->Repetitions(sb.repetitions);
-    }
+        }
+    })
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Repetitions(sb.repetitions);
 
-    auto add_rows = [&plan](const std::string& kind, const std::string& label, const auto& sizes) {
-        const std::string base = waiters_bench(kind, sizes[0]);
+    auto add_rows = [&plan](const std::string& bench, const std::string& label, const auto& sizes, bool redis) {
+        const int n0 = sizes[0];
         for (std::size_t s = 1; s < sizes.size(); ++s) {
             const int n = sizes[s];
-            const std::string bench = waiters_bench(kind, n);
             const std::string what = "scale: " + label + ", " + count_label(n) + " waiters";
             // Each resource per acquisition, at this size against 1 waiter.
-            auto growth = [=](const Results& r) {
-                auto pair = [&](const std::string& counter, const std::string& label, int digits) {
-                    return label + " " + fixed(r.counter(bench, counter), digits) + " (1 waiter: " +
-                           fixed(r.counter(base, counter), digits) + ")";
-                };
-                return "per acquisition: " + pair("scripts_per_acquisition", "acquire/release scripts", 2) + ", " +
-                       pair("redis_cpu_us_per_acquisition", "Redis CPU µs", 0) + ", " +
-                       pair("client_cpu_us_per_acquisition", "client CPU µs", 0) + ", " +
-                       pair("switches_per_acquisition", "context switches", 1) + "; " +
-                       pair("cores_busy", "machine cores busy", 2);
+            auto pair = [=](const Results& r, const std::string& counter, const std::string& name, int digits) {
+                return name + " " + fixed(r.counter(bench, at(counter, n)), digits) + " (1 waiter: " +
+                       fixed(r.counter(bench, at(counter, n0)), digits) + ")";
             };
             auto notes = [=](const Results& r) {
-                return "1 holder + " + std::to_string(n) +
-                       " waiting threads, empty critical section; hand-overs between different threads only "
-                       "(same-thread re-acquisitions " +
-                       fixed(r.counter(bench, "same_thread") * 100, 0) + "%, 1 waiter: " +
-                       fixed(r.counter(base, "same_thread") * 100, 0) + "%); " +
-                       per_second(r.counter(bench, "acquisitions_per_s"), "acq") + " (1 waiter: " +
-                       per_second(r.counter(base, "acquisitions_per_s"), "acq") + ")";
+                std::string text = "1 holder + " + std::to_string(n) +
+                                   " waiting threads, empty critical section, all sizes back to back in each "
+                                   "repetition; hand-overs between different threads only; " +
+                                   pair(r, "same_thread", "same-thread re-acquisitions", 2) + "; " +
+                                   pair(r, "acquisitions_per_s", "acquisitions/s", 0);
+                if (!redis)
+                    text += "; " + pair(r, "spublish_per_release", "SPUBLISH per release", 2) +
+                            " (every waiter is a thread of the releasing service, which hands the grant over "
+                            "in-process)";
+                return text;
             };
-            auto missed_reason = [=](const Results& r) { return "; missed; measured " + growth(r); };
+            auto measured = [=](const Results& r) {
+                return "; missed; measured per acquisition: " +
+                       pair(r, "scripts_per_acquisition", "acquire/release scripts", 2) + ", " +
+                       pair(r, "redis_cpu_us_per_acquisition", "Redis CPU µs", 0) + ", " +
+                       pair(r, "client_cpu_us_per_acquisition", "client CPU µs", 0) + ", " +
+                       pair(r, "switches_per_acquisition", "context switches", 1) + "; " +
+                       pair(r, "cores_busy", "machine cores busy", 2) + " of 2";
+            };
             for (const char* q : {"p50", "p99"}) {
                 const std::string counter = std::string("handover_") + q + "_s";
-                plan.add(row_order::kScale, what + ": hand-over " + q, "≤ 1.2×", {bench, base},
-                         [=](const Results& r) {
-                             const double v = r.counter(bench, counter);
-                             const double b = r.counter(base, counter);
-                             TableRow row = curve_row(v, b, true, micros(v), micros(b) + " with 1 waiter");
-                             row.notes = notes(r);
-                             if (kind == "fair")
-                                 row.notes += "; SPUBLISH per release " +
-                                              fixed(r.counter(bench, "spublish_per_release"), 2) +
-                                              " (every waiter is a thread of the releasing service, which hands "
-                                              "the grant over in-process)";
-                             if (row.verdict == Verdict::Missed) row.notes += missed_reason(r);
-                             return row;
-                         });
+                plan.add(row_order::kScale, what + ": hand-over " + q, "≤ 1.2×", {bench}, [=](const Results& r) {
+                    TableRow row = sized_row(r, bench, counter, n, n0, true, [](double v) { return micros(v); },
+                                             "with 1 waiter");
+                    row.notes = notes(r);
+                    if (row.verdict == Verdict::Missed) row.notes += measured(r);
+                    return row;
+                });
             }
-            if (kind != "redis") continue;  // the fair service counts no wake-ups (SPUBLISH is in the notes)
-            plan.add(row_order::kScale, what + ": wake-ups per release", "≤ 1.2×", {bench, base},
-                     [=](const Results& r) {
-                         const double v = r.counter(bench, "wakeups_per_release");
-                         const double b = r.counter(base, "wakeups_per_release");
-                         TableRow row = curve_row(v, b, true, fixed(v, 2), fixed(b, 2) + " with 1 waiter");
-                         const double spublish = r.counter(bench, "spublish_per_release");
-                         const double spublish1 = r.counter(base, "spublish_per_release");
-                         row.notes = "waiters woken by a release message (the lock client's wakeups counter) "
-                                     "per acquisition; SPUBLISH per release " + fixed(spublish, 2) +
-                                     " (1 waiter: " + fixed(spublish1, 2) + ")";
-                         if (row.verdict == Verdict::Missed && v <= 1.05) {
-                             row.notes += "; missed against 1 waiter only: here every release woke one waiter "
-                                          "(no herd); with 1 waiter " + fixed((1 - spublish1) * 100, 0) +
-                                          "% of releases published nothing (no waiter was queued in Redis at "
-                                          "that moment: the release script publishes to the head of the queue "
-                                          "only)";
-                         } else if (row.verdict == Verdict::Missed) {
-                             row.notes += "; missed: more than one wake-up per release";
-                         }
-                         return row;
-                     });
+            if (!redis) continue;  // the fair service counts no wake-ups (its SPUBLISH count is in the notes)
+            plan.add(row_order::kScale, what + ": wake-ups per release", "≤ 1.2×", {bench}, [=](const Results& r) {
+                TableRow row = sized_row(r, bench, "wakeups_per_release", n, n0, true,
+                                         [](double v) { return fixed(v, 2); }, "with 1 waiter");
+                const double spublish1 = r.counter(bench, at("spublish_per_release", n0));
+                row.notes = "waiters woken by a release message (the lock client's wakeups counter) per "
+                            "acquisition; " + pair(r, "spublish_per_release", "SPUBLISH per release", 2);
+                if (row.verdict == Verdict::Missed && r.counter(bench, at("wakeups_per_release", n)) <= 1.05) {
+                    row.notes += "; missed against 1 waiter only: here every release woke one waiter (no "
+                                 "herd); with 1 waiter " + fixed((1 - spublish1) * 100, 0) +
+                                 "% of releases published nothing (no waiter was queued in Redis at that "
+                                 "moment: the release script publishes to the head of the queue only)";
+                } else if (row.verdict == Verdict::Missed) {
+                    row.notes += "; missed: more than one wake-up per release";
+                }
+                return row;
+            });
         }
     };
-    add_rows("redis", "redis mutex (no local gate)", kRedisWaiters);
-    add_rows("fair", "fair mutex", kFairWaiters);
+    add_rows(kRedisBench, "redis mutex (no local gate)", kRedisWaiters, true);
+    add_rows(kFairBench, "fair mutex", kFairWaiters, false);
 }
 
 // ---- processes ----------------------------------------------------------------------------
@@ -812,8 +845,51 @@ long long worker_field(const std::string& line, const std::string& name) {
     throw Error("worker said '" + line + "': no " + name);
 }
 
-std::string processes_bench(bool one_name, int p) {
-    return std::string("scale/processes/") + (one_name ? "one_name/" : "distinct_names/") + std::to_string(p);
+// One window of `p` child processes, one thread each, locking one name or a name each.
+Measures processes_window(Environment& env, const RedisOptions& options, bool one_name, int p, milliseconds window) {
+    static std::atomic<int> round{0};
+    const std::string prefix = env.prefix() + "scale-proc" + std::to_string(round++) + ":";
+    // Time for every child to start and connect before the window opens.
+    const auto start = Clock::now() + milliseconds(200) + milliseconds(50) * p;
+    const auto end = start + window;
+    std::vector<Child> children;
+    std::string failure;
+    try {
+        for (int i = 0; i < p; ++i)
+            children.push_back(spawn_worker(options, prefix, one_name ? "one" : "n" + std::to_string(i), start, end));
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    std::this_thread::sleep_until(start);
+    const auto a = server_snapshot(env);
+    std::this_thread::sleep_until(end);
+    const auto z = server_snapshot(env);
+    std::vector<std::string> lines;
+    for (const auto& c : children) lines.push_back(finish_worker(c, failure));
+    if (!failure.empty()) throw Error(failure);
+    double cycles = 0, cpu = 0, late = 0, fewest = 1e18, most = 0;
+    for (const auto& line : lines) {
+        const double c = static_cast<double>(worker_field(line, "cycles"));
+        cycles += c;
+        fewest = std::min(fewest, c);
+        most = std::max(most, c);
+        cpu += static_cast<double>(worker_field(line, "cpu_us")) / 1e6;
+        late = std::max(late, static_cast<double>(worker_field(line, "late_ms")));
+    }
+    const double seconds = std::chrono::duration<double>(window).count();
+    const double redis = z.redis_cpu - a.redis_cpu;
+    return {{"cycles_per_s_per_process", cycles / p / seconds},
+            {"cycles_per_s", cycles / seconds},
+            {"fewest_share", cycles > 0 ? fewest * p / cycles : 0},
+            {"most_share", cycles > 0 ? most * p / cycles : 0},
+            {"client_cores", cpu / seconds},
+            {"redis_cores", redis / seconds},
+            {"others_cores", std::max(0.0, z.machine_busy - a.machine_busy - cpu - redis) / seconds},
+            {"redis_cpu_us_per_cycle", cycles > 0 ? redis / cycles * 1e6 : 0},
+            {"client_cpu_us_per_cycle", cycles > 0 ? cpu / cycles * 1e6 : 0},
+            {"scripts_per_cycle",
+             cycles > 0 ? static_cast<double>(z.calls("evalsha") - a.calls("evalsha")) / cycles : 0},
+            {"latest_start_ms", late}};
 }
 
 void register_processes_curve(Environment& env, Plan& plan, const ScaleBudget& sb) {
@@ -821,96 +897,50 @@ void register_processes_curve(Environment& env, Plan& plan, const ScaleBudget& s
     const RedisOptions options = env.redis_options();
     const milliseconds window = sb.processes_window;
     for (bool one_name : {true, false}) {
-        for (int p : kProcesses) {
-            benchmark::RegisterBenchmark(processes_bench(one_name, p).c_str(), [=](benchmark::State& state) {
-                static std::atomic<int> round{0};
-                for (auto _ : state) {
-                    try {
-                        const std::string prefix = envp->prefix() + "scale-proc" + std::to_string(round++) + ":";
-                        // Time for every child to start and connect before the window opens.
-                        const auto start = Clock::now() + milliseconds(300) + milliseconds(100) * p;
-                        const auto end = start + window;
-                        std::vector<Child> children;
-                        for (int i = 0; i < p; ++i)
-                            children.push_back(
-                                spawn_worker(options, prefix, one_name ? "one" : "n" + std::to_string(i), start, end));
-                        std::this_thread::sleep_until(start);
-                        const auto a = server_snapshot(*envp);
-                        std::this_thread::sleep_until(end);
-                        const auto z = server_snapshot(*envp);
-                        std::string failure;
-                        std::vector<std::string> lines;
-                        for (const auto& c : children) lines.push_back(finish_worker(c, failure));
-                        if (!failure.empty()) {
-                            state.SkipWithError(failure.c_str());
-                            break;
-                        }
-                        double cycles = 0, cpu = 0, late = 0, fewest = 1e18, most = 0;
-                        for (const auto& line : lines) {
-                            const double c = static_cast<double>(worker_field(line, "cycles"));
-                            cycles += c;
-                            fewest = std::min(fewest, c);
-                            most = std::max(most, c);
-                            cpu += static_cast<double>(worker_field(line, "cpu_us")) / 1e6;
-                            late = std::max(late, static_cast<double>(worker_field(line, "late_ms")));
-                        }
-                        const double seconds = std::chrono::duration<double>(window).count();
-                        const double redis = z.redis_cpu - a.redis_cpu;
-                        state.SetIterationTime(seconds);
-                        state.counters["cycles_per_s_per_process"] = cycles / p / seconds;
-                        state.counters["cycles_per_s"] = cycles / seconds;
-                        state.counters["fewest_share"] = cycles > 0 ? fewest * p / cycles : 0;
-                        state.counters["most_share"] = cycles > 0 ? most * p / cycles : 0;
-                        state.counters["client_cores"] = cpu / seconds;
-                        state.counters["redis_cores"] = redis / seconds;
-                        state.counters["redis_cpu_us_per_cycle"] = cycles > 0 ? redis / cycles * 1e6 : 0;
-                        state.counters["client_cpu_us_per_cycle"] = cycles > 0 ? cpu / cycles * 1e6 : 0;
-                        state.counters["others_cores"] =
-                            std::max(0.0, z.machine_busy - a.machine_busy - cpu - redis) / seconds;
-                        state.counters["scripts_per_cycle"] =
-                            cycles > 0 ? static_cast<double>(z.calls("evalsha") - a.calls("evalsha")) / cycles : 0;
-                        state.counters["latest_start_ms"] = late;
-                    } catch (const std::exception& e) {
-                        state.SkipWithError(e.what());
-                        break;
-                    }
+        const std::string bench = std::string("scale/processes/") + (one_name ? "one_name" : "distinct_names");
+        benchmark::RegisterBenchmark(bench.c_str(), [=](benchmark::State& state) {
+            for (auto _ : state) {
+                try {
+                    measure_sizes(state, kProcesses,
+                                  [&](int p) { return processes_window(*envp, options, one_name, p, window); });
+                    state.SetIterationTime(2.0 * kProcesses.size() * std::chrono::duration<double>(window).count());
+                } catch (const std::exception& e) {
+                    state.SkipWithError(e.what());
+                    break;
                 }
-            })
-                ->Iterations(1)
-                ->UseManualTime()
-                ->Unit(benchmark::kMillisecond)
-                ->Repetitions(sb.repetitions);
-        }
-        const std::string base = processes_bench(one_name, kProcesses[0]);
+            }
+        })
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->Repetitions(sb.repetitions);
+
+        const int p0 = kProcesses[0];
         for (std::size_t s = 1; s < kProcesses.size(); ++s) {
             const int p = kProcesses[s];
-            const std::string bench = processes_bench(one_name, p);
             plan.add(
                 row_order::kScale,
                 "scale: " + std::to_string(p) + " processes, " + (one_name ? "one name" : "a name each"),
-                "≥ 0.83×", {bench, base}, [=](const Results& r) {
-                    const double v = r.counter(bench, "cycles_per_s_per_process");
-                    const double b = r.counter(base, "cycles_per_s_per_process");
-                    TableRow row = curve_row(v, b, false, per_second(v, "cycles") + " per process",
-                                             per_second(b, "cycles") + " for 1");
-                    const double client = r.counter(bench, "client_cores");
-                    const double redis = r.counter(bench, "redis_cores");
-                    row.notes = "one thread per process; all processes " +
-                                per_second(r.counter(bench, "cycles_per_s"), "cycles") + " (1 process: " +
-                                per_second(r.counter(base, "cycles_per_s"), "cycles") +
-                                "); cores busy: the processes " + fixed(client, 2) + " + Redis " + fixed(redis, 2) +
-                                " (1 process: " + fixed(r.counter(base, "client_cores"), 2) + " + " +
-                                fixed(r.counter(base, "redis_cores"), 2) + "), others " +
-                                fixed(r.counter(bench, "others_cores"), 2) + " of 2; scripts per cycle " +
-                                fixed(r.counter(bench, "scripts_per_cycle"), 2) + " (1: " +
-                                fixed(r.counter(base, "scripts_per_cycle"), 2) + "); per-process share " +
-                                fixed(r.counter(bench, "fewest_share"), 2) + "–" +
-                                fixed(r.counter(bench, "most_share"), 2) + "× the mean; latest child start " +
-                                fixed(r.counter_max(bench, "latest_start_ms"), 0) + " ms after the window opened";
-                    row.notes += "; per cycle: Redis CPU " + fixed(r.counter(bench, "redis_cpu_us_per_cycle"), 0) +
-                                 " µs (1: " + fixed(r.counter(base, "redis_cpu_us_per_cycle"), 0) +
-                                 "), client CPU " + fixed(r.counter(bench, "client_cpu_us_per_cycle"), 0) + " µs (1: " +
-                                 fixed(r.counter(base, "client_cpu_us_per_cycle"), 0) + ")";
+                "≥ 0.83×", {bench}, [=](const Results& r) {
+                    TableRow row = sized_row(r, bench, "cycles_per_s_per_process", p, p0, false,
+                                             [](double v) { return per_second(v, "cycles"); }, "for 1 process");
+                    auto v = [&](const std::string& c, int n) { return r.counter(bench, at(c, n)); };
+                    const double client = v("client_cores", p);
+                    const double redis = v("redis_cores", p);
+                    row.notes = "one thread per process, all sizes back to back in each repetition; all processes " +
+                                per_second(v("cycles_per_s", p), "cycles") + " (1 process: " +
+                                per_second(v("cycles_per_s", p0), "cycles") + "); cores busy: the processes " +
+                                fixed(client, 2) + " + Redis " + fixed(redis, 2) + " (1 process: " +
+                                fixed(v("client_cores", p0), 2) + " + " + fixed(v("redis_cores", p0), 2) +
+                                "), others " + fixed(v("others_cores", p), 2) + " of 2; per cycle: scripts " +
+                                fixed(v("scripts_per_cycle", p), 2) + " (1: " + fixed(v("scripts_per_cycle", p0), 2) +
+                                "), Redis CPU " + fixed(v("redis_cpu_us_per_cycle", p), 0) + " µs (1: " +
+                                fixed(v("redis_cpu_us_per_cycle", p0), 0) + "), client CPU " +
+                                fixed(v("client_cpu_us_per_cycle", p), 0) + " µs (1: " +
+                                fixed(v("client_cpu_us_per_cycle", p0), 0) + "); per-process share " +
+                                fixed(v("fewest_share", p), 2) + "–" + fixed(v("most_share", p), 2) +
+                                "× the mean; latest child start " + fixed(r.counter_max(bench, at("latest_start_ms", p)), 0) +
+                                " ms after the window opened";
                     if (row.verdict == Verdict::Missed) {
                         row.notes += one_name ? "; missed: one name is one critical section at a time: the "
                                                 "processes share its cycles, so the total above is the figure "
@@ -919,15 +949,13 @@ void register_processes_curve(Environment& env, Plan& plan, const ScaleBudget& s
                                               : "; missed; what grew: the processes and Redis kept " +
                                                     fixed(client + redis, 2) + " of the 2 shared cores busy (1 "
                                                     "process: " +
-                                                    fixed(r.counter(base, "client_cores") +
-                                                              r.counter(base, "redis_cores"),
-                                                          2) +
+                                                    fixed(v("client_cores", p0) + v("redis_cores", p0), 2) +
                                                     "), every cycle a round trip through the one Redis thread";
                     }
-                    row.data["cycles_per_second_total"] = r.counter(bench, "cycles_per_s");
+                    row.data["cycles_per_second_total"] = v("cycles_per_s", p);
                     row.data["client_cores"] = client;
                     row.data["redis_cores"] = redis;
-                    row.data["others_cores"] = r.counter(bench, "others_cores");
+                    row.data["others_cores"] = v("others_cores", p);
                     row.data["processes"] = p;
                     return row;
                 });
