@@ -79,8 +79,10 @@ struct ScaleBudget {
     milliseconds processes_window;
 };
 
+// Hold windows are whole renewal periods (lease/3 = 400 ms), so that renewals per second are not
+// rounded by where a window starts.
 ScaleBudget scale_budget(const Budget& b) {
-    if (b.quick) return {1, milliseconds(1200), milliseconds(400), milliseconds(300)};  // holds: whole renewal periods (lease/3 = 400 ms)
+    if (b.quick) return {1, milliseconds(1200), milliseconds(400), milliseconds(300)};
     return {b.throughput_repetitions, milliseconds(2000), milliseconds(750), milliseconds(500)};
 }
 
