@@ -208,8 +208,9 @@ void print_table(std::ostream& out, const Machine& m, const std::vector<TableRow
         << m.cpu << "), load average " << fixed(m.load_start, 2) << " at start, " << fixed(m.load_average, 2)
         << " at end";
     if (m.load_threads > 0)
-        out << ", --load " << m.load_threads << ": " << m.load_threads << (m.load_threads == 1 ? " busy thread" : " busy threads") << " beside it got "
-            << fixed(m.load_cores, 2) << " cores";
+        out << ", --load " << m.load_threads << ": " << m.load_threads
+            << (m.load_threads == 1 ? " busy thread" : " busy threads") << " beside it got " << fixed(m.load_cores, 2)
+            << " cores";
     out << ", Redis " << m.redis_version
         << ", MariaDB " << m.mariadb_version
         << (m.private_servers ? " (private servers)" : " (external servers)") << "\n\n";
