@@ -30,6 +30,7 @@ constexpr int kFairCycle = 23;   // the fair Redis mutex against the same floor
 constexpr int kNearHit = 12;     // 12..15: near hit, near miss, memory per near entry, delivery
 constexpr int kHoldCycle = 24;   // a movable Hold's cycle against lock()/unlock()
 constexpr int kLossDetection = 120;  // 120..124: a partitioned holder's loss margin per backend
+constexpr int kScale = 200;      // --scale: one row per size of each curve, in registration order
 }  // namespace row_order
 
 void register_db_authority(Environment& env, Plan& plan);
@@ -67,6 +68,9 @@ void register_codec(Environment& env, Plan& plan);
 void register_outbox(Environment& env, Plan& plan);
 // The near cache: hit ÷ raw GET, miss ÷ plain hit, memory per entry (docs/near-cache.md).
 void register_near_cache(Environment& env, Plan& plan);
+// --scale: per-operation cost as the work grows (hot keys, holds, waiters, processes), each size
+// against the smallest size of its curve in the same run (bench_scale.cpp).
+void register_scale(Environment& env, Plan& plan);
 #endif
 
 #if LOCKSTEP_BENCH_HAS_INVALIDATION

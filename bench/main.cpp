@@ -1,17 +1,19 @@
 // lockstep-bench: every benchmark of the issue in one process run, each next to its raw
 // baseline, then one table (benchmark, ours, baseline, ratio, target, met, notes) on stdout.
 //
-//   lockstep-bench [--quick] [--runs N] [--json FILE] [--strict] [--benchmark_filter=REGEX]
-//                  [other Google Benchmark flags]
+//   lockstep-bench [--quick] [--runs N] [--json FILE] [--strict] [--scale] [--load N]
+//                  [--benchmark_filter=REGEX] [other Google Benchmark flags]
 //
 // Progress (Google Benchmark's own lines, one per repetition) goes to stderr. Ours and its
 // baseline repeat interleaved at random (--benchmark_enable_random_interleaving), so drift on a
 // shared machine hits both; each figure is the median over repetitions. --runs N repeats the
 // whole table N times and adds a summary: each ratio's median and range over the runs, and the
 // load average at the start and end of each run. --strict exits 1 when a target is missed (in
-// the median of the runs).
+// the median of the runs). --scale runs the scale family instead of the table (bench_scale.cpp).
+// --load N runs N busy threads beside the benchmarks for the whole run (background_load.h).
 #include <sys/utsname.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -23,6 +25,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "background_load.h"
 #include "environment.h"
 #include "families.h"
 #include "lockstep/core/error.h"
@@ -70,17 +73,20 @@ double load_average() {
 
 void usage() {
     std::cout
-        << "usage: lockstep-bench [--quick] [--runs N] [--json FILE] [--strict] [Google Benchmark flags]\n"
+        << "usage: lockstep-bench [--quick] [--runs N] [--json FILE] [--strict] [--scale] [--load N]\n"
+           "                      [Google Benchmark flags]\n"
            "  --quick      fewer and shorter repetitions (about a minute)\n"
            "  --runs N     the whole table N times, then each ratio's median and range (min-max)\n"
            "  --json FILE  also write the table, the machine and every repetition as JSON\n"
            "  --strict     exit 1 when a target is missed\n"
+           "  --scale      the scale family instead of the table: cost per operation as the work grows\n"
+           "  --load N     N busy-loop threads beside the benchmarks for the whole run (0-64)\n"
            "Servers: private redis-server and mariadbd unless LOCKSTEP_REDIS_URL / LOCKSTEP_MYSQL_URL.\n";
 }
 
 int run(int argc, char** argv) {
-    bool quick = false, strict = false;
-    int run_count = 1;
+    bool quick = false, strict = false, scale = false, filtered = false;
+    int run_count = 1, load_threads = 0;
     std::string json_path;
     std::vector<std::string> gb_args = {argv[0], "--benchmark_enable_random_interleaving=true"};
     for (int i = 1; i < argc; ++i) {
@@ -98,6 +104,17 @@ int run(int argc, char** argv) {
                 return 2;
             }
             run_count = static_cast<int>(v);
+        } else if (a == "--scale") {
+            scale = true;
+        } else if ((a == "--load" && i + 1 < argc) || a.rfind("--load=", 0) == 0) {
+            const std::string n = a == "--load" ? argv[++i] : a.substr(7);
+            char* end = nullptr;
+            const long v = std::strtol(n.c_str(), &end, 10);
+            if (n.empty() || *end != '\0' || v < 0 || v > 64) {
+                std::cerr << "lockstep-bench: --load wants a thread count from 0 to 64, not '" << n << "'\n";
+                return 2;
+            }
+            load_threads = static_cast<int>(v);
         } else if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
         } else if (a.rfind("--json=", 0) == 0) {
@@ -106,54 +123,66 @@ int run(int argc, char** argv) {
             usage();
             return 0;
         } else {
+            filtered = filtered || a.rfind("--benchmark_filter", 0) == 0;
             gb_args.push_back(a);
         }
     }
 
     Environment env(quick ? Budget::quick_run() : Budget::full());
     Plan plan;
-    register_db_authority(env, plan);
-#if LOCKSTEP_BENCH_HAS_LOCKS
-    register_lock_cycle(env, plan);
-    register_hold_cycle(env, plan);
-    register_redlock(env, plan);
-    register_handover(env, plan);
-    register_oversell(env, plan);
-    register_fairness(env, plan);
-    register_lock_backends(env, plan);
-    register_cluster(env, plan);
-    register_loss_detection(env, plan);
+    if (scale) {
+#if LOCKSTEP_BENCH_HAS_STRATEGIES
+        register_scale(env, plan);
+        if (!filtered) gb_args.emplace_back("--benchmark_filter=^scale/");
 #else
-    const std::string no_locks = "lockstep was built without its locks layer (LOCKSTEP_DEV_LAYERS)";
-    plan.add_not_built(row_order::kLockCycle, "uncontended lock cycle", "≤ 1.15×", no_locks);
-    plan.add_not_built(row_order::kFairCycle, "redis-fair: uncontended lock cycle", "≤ 1.15×", no_locks);
-    plan.add_not_built(row_order::kHoldCycle, "movable Hold cycle", "≤ 1.05×", no_locks);
-    plan.add_not_built(row_order::kRedlock, "Redlock lock cycle, 5 masters", "≤ 1.3×", no_locks);
-    plan.add_not_built(row_order::kHandover, "contended hand-over", "≥ 0.8×", no_locks);
-    plan.add_not_built(row_order::kOversell, "segmented oversell", "≥ 4×", no_locks);
+        plan.add_not_built(row_order::kScale, "scale", "≤ 1.2×",
+                           "lockstep was built without its locks or strategies layer (LOCKSTEP_DEV_LAYERS)");
+        gb_args.emplace_back("--benchmark_filter=^scale/");
+#endif
+    } else {
+        register_db_authority(env, plan);
+#if LOCKSTEP_BENCH_HAS_LOCKS
+        register_lock_cycle(env, plan);
+        register_hold_cycle(env, plan);
+        register_redlock(env, plan);
+        register_handover(env, plan);
+        register_oversell(env, plan);
+        register_fairness(env, plan);
+        register_lock_backends(env, plan);
+        register_cluster(env, plan);
+        register_loss_detection(env, plan);
+#else
+        const std::string no_locks = "lockstep was built without its locks layer (LOCKSTEP_DEV_LAYERS)";
+        plan.add_not_built(row_order::kLockCycle, "uncontended lock cycle", "≤ 1.15×", no_locks);
+        plan.add_not_built(row_order::kFairCycle, "redis-fair: uncontended lock cycle", "≤ 1.15×", no_locks);
+        plan.add_not_built(row_order::kHoldCycle, "movable Hold cycle", "≤ 1.05×", no_locks);
+        plan.add_not_built(row_order::kRedlock, "Redlock lock cycle, 5 masters", "≤ 1.3×", no_locks);
+        plan.add_not_built(row_order::kHandover, "contended hand-over", "≥ 0.8×", no_locks);
+        plan.add_not_built(row_order::kOversell, "segmented oversell", "≥ 4×", no_locks);
 #endif
 #if LOCKSTEP_BENCH_HAS_STRATEGIES
-    register_cache_hit(env, plan);
-    register_writer(env, plan);
-    register_stampede(env, plan);
-    register_mixed(env, plan);
-    register_memory(env, plan);
-    register_codec(env, plan);
-    register_outbox(env, plan);
-    register_near_cache(env, plan);
+        register_cache_hit(env, plan);
+        register_writer(env, plan);
+        register_stampede(env, plan);
+        register_mixed(env, plan);
+        register_memory(env, plan);
+        register_codec(env, plan);
+        register_outbox(env, plan);
+        register_near_cache(env, plan);
 #endif
 #if LOCKSTEP_BENCH_HAS_INVALIDATION
-    register_follower(env, plan);
+        register_follower(env, plan);
 #else
-    plan.add_not_built(row_order::kFollower, "follower lag", "lag p99 ≤ 1 ms", "lockstep was built without its invalidation layer");
+        plan.add_not_built(row_order::kFollower, "follower lag", "lag p99 ≤ 1 ms", "lockstep was built without its invalidation layer");
 #endif
 #if !LOCKSTEP_BENCH_HAS_STRATEGIES
-    const std::string no_strategies = "lockstep was built without its strategies layer (LOCKSTEP_DEV_LAYERS)";
-    plan.add_not_built(row_order::kCacheHit, "cache hit", "≤ 1.05×", no_strategies);
-    plan.add_not_built(row_order::kWriter, "double-delete writer", "≤ 1.05×", no_strategies);
-    plan.add_not_built(row_order::kStampede, "stampede", "exactly 1", no_strategies);
-    plan.add_not_built(row_order::kMixed, "mixed load", "shown", no_strategies);
+        const std::string no_strategies = "lockstep was built without its strategies layer (LOCKSTEP_DEV_LAYERS)";
+        plan.add_not_built(row_order::kCacheHit, "cache hit", "≤ 1.05×", no_strategies);
+        plan.add_not_built(row_order::kWriter, "double-delete writer", "≤ 1.05×", no_strategies);
+        plan.add_not_built(row_order::kStampede, "stampede", "exactly 1", no_strategies);
+        plan.add_not_built(row_order::kMixed, "mixed load", "shown", no_strategies);
 #endif
+    }
 
     std::vector<char*> gb_argv;
     for (auto& s : gb_args) gb_argv.push_back(s.data());
@@ -168,6 +197,10 @@ int run(int argc, char** argv) {
     machine.mariadb_version = env.mariadb_version();
     machine.private_servers = env.private_servers();
     machine.quick = quick;
+    machine.load_threads = load_threads;
+
+    // --load N: busy threads from here to the end of the last run.
+    BackgroundLoad load(load_threads);
 
     // --runs N: the whole table N times over the same servers; every run is printed, then the
     // summary (each ratio's median and range over the runs).
@@ -179,6 +212,8 @@ int run(int argc, char** argv) {
         RunOfTable run;
         run.machine = machine;
         run.machine.load_start = load_average();
+        const double load_cpu0 = load.cpu_seconds();
+        const auto wall0 = std::chrono::steady_clock::now();
         Results results;
         CollectingReporter reporter(results);
         reporter.SetOutputStream(&std::cerr);
@@ -186,6 +221,8 @@ int run(int argc, char** argv) {
         benchmark::RunSpecifiedBenchmarks(&reporter);
         run.machine.date = utc_now();
         run.machine.load_average = load_average();
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+        run.machine.load_cores = wall > 0 ? (load.cpu_seconds() - load_cpu0) / wall : 0;
         run.rows = plan.rows(results);
         run.benchmarks = results.to_json();
         std::cout << "\n";
@@ -194,6 +231,7 @@ int run(int argc, char** argv) {
         std::cout.flush();
         runs.push_back(std::move(run));
     }
+    load.stop();
     const auto summary = summarize(runs);
     if (run_count > 1) print_summary(std::cout, runs, summary);
     std::cout.flush();

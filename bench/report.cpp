@@ -206,7 +206,12 @@ std::vector<TableRow> Plan::rows(const Results& results) const {
 void print_table(std::ostream& out, const Machine& m, const std::vector<TableRow>& rows) {
     out << "lockstep-bench" << (m.quick ? " --quick" : "") << ", " << m.date << ": " << m.cores << " cores ("
         << m.cpu << "), load average " << fixed(m.load_start, 2) << " at start, " << fixed(m.load_average, 2)
-        << " at end, Redis " << m.redis_version
+        << " at end";
+    if (m.load_threads > 0)
+        out << ", --load " << m.load_threads << ": " << m.load_threads
+            << (m.load_threads == 1 ? " busy thread" : " busy threads") << " beside it got " << fixed(m.load_cores, 2)
+            << " cores";
+    out << ", Redis " << m.redis_version
         << ", MariaDB " << m.mariadb_version
         << (m.private_servers ? " (private servers)" : " (external servers)") << "\n\n";
     const std::vector<std::string> header = {"benchmark", "ours", "baseline", "ratio",
@@ -256,6 +261,8 @@ nlohmann::json to_json(const Machine& m, const std::vector<TableRow>& rows, cons
                     {"private_servers", m.private_servers},
                     {"load_average", m.load_average},
                     {"load_average_start", m.load_start},
+                    {"load_threads", m.load_threads},
+                    {"load_threads_cores", m.load_cores},
                     {"date", m.date},
                     {"quick", m.quick}};
     j["rows"] = nlohmann::json::array();

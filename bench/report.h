@@ -98,6 +98,8 @@ struct Machine {
     std::string date;
     double load_average = 0;  // 1-minute load average at the end of the run
     double load_start = 0;    // ... and at its start
+    int load_threads = 0;     // --load N: busy threads run beside the benchmarks
+    double load_cores = 0;    // ... and the CPU they got during this run, in cores
 };
 
 // --runs N: the whole table N times. Each row's ratio across the runs: median and range, and in
