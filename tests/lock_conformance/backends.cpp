@@ -57,7 +57,12 @@ std::string backend_url(const std::string& backend) {
     if (backend == "memory") return "memory:";
     if (backend == "redis") return servers().redis_url();
     if (backend == "mysql") return servers().mysql_url();
-    if (backend == "redis-fair") return "redis-fair" + servers().redis_url().substr(5);
+    if (backend == "redis-fair") {
+        // redis://, rediss:// (the tls topology) or redis+cluster://: the fair scheme of each.
+        const std::string url = servers().redis_url();
+        const auto plain = url.find_first_of("+:");
+        return url.substr(0, plain) + "-fair" + url.substr(plain);
+    }
     // Redlock's own 250 ms per-master timeouts suit a quiet machine; CI's loaded 2 cores, with
     // 2 processes x 8 threads contending, can keep a master's reply past them (seen once: "3 of 5
     // masters answered"). These tests are about exclusion and loss, not that timeout.

@@ -68,7 +68,7 @@ TEST(RedisFairMutex, ADeadWaiterIsSkippedAfterItsGrace) {
     RedisFairLockService holder(servers().redis_options(), o, f), live(servers().redis_options(), o, f);
     auto m = holder.make_mutex("dead");
     m->lock();
-    Child dead("hold", {{"LOCKSTEP_CT_URL", "redis-fair" + servers().redis_url().substr(5)},
+    Child dead("hold", {{"LOCKSTEP_CT_URL", backend_url("redis-fair")},
                         {"PREFIX", o.prefix},
                         {"NAME", "dead"},
                         {"LEASE_MS", "30000"}});
