@@ -3,9 +3,7 @@
 // both processes agree on (CLOCK_MONOTONIC is system-wide). Cycles per second over all of them,
 // against the cycles per second of one client locking and unlocking alone. Both sides also
 // count what a cycle costs: acquire scripts, wake-ups, client and Redis CPU.
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,11 +21,11 @@
 #include <vector>
 
 #include "families.h"
+#include "handover_worker.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/locks/redis_mutex.h"
 
-extern char** environ;
 
 namespace lockstep::bench {
 
@@ -36,7 +34,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kThreadsPerProcess = 8;
-constexpr const char* kWorkerUrlVariable = "LOCKSTEP_BENCH_WORKER_REDIS_URL";
 
 struct CycleCount {
     long long cycles = 0;
@@ -82,82 +79,6 @@ CycleCount run_cycles(RedisMutex& m, int threads, Clock::time_point start, Clock
     }
     for (auto& th : pool) th.join();
     return {total.load(), process_cpu_seconds() - cpu0, all_context_switches() - switches0, error};
-}
-
-std::int64_t to_ns(Clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-Clock::time_point from_ns(std::int64_t ns) {
-    return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns)));
-}
-
-// Starts `lockstep-bench --handover-worker ...` with its stdout on a pipe.
-struct Child {
-    pid_t pid = -1;
-    int out = -1;
-};
-
-Child spawn_worker(const RedisOptions& redis, const std::string& prefix, const std::string& lock, int threads,
-                   Clock::time_point start, Clock::time_point end) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    posix_spawn_file_actions_addclose(&actions, fds[1]);
-    std::vector<std::string> args = {"lockstep-bench",
-                                     "--handover-worker",
-                                     prefix,
-                                     lock,
-                                     std::to_string(threads),
-                                     std::to_string(to_ns(start)),
-                                     std::to_string(to_ns(end))};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // The URL (it may hold a password) goes through the environment, not the command line.
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-        if (std::strncmp(*e, kWorkerUrlVariable, std::strlen(kWorkerUrlVariable)) != 0)
-            env_strings.emplace_back(*e);
-    }
-    env_strings.push_back(std::string(kWorkerUrlVariable) + "=" + to_url(redis));
-    std::vector<char*> envp;
-    for (auto& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    Child child;
-    int rc = posix_spawn(&child.pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    if (rc != 0) {
-        ::close(fds[0]);
-        throw Error(std::string("posix_spawn /proc/self/exe: ") + std::strerror(rc));
-    }
-    child.out = fds[0];
-    return child;
-}
-
-// Reads the child's one line of results and reaps it.
-std::string finish_worker(Child child) {
-    std::string out;
-    char buf[256];
-    for (;;) {
-        ssize_t n = ::read(child.out, buf, sizeof buf);
-        if (n > 0) {
-            out.append(buf, static_cast<std::size_t>(n));
-        } else if (n == 0 || errno != EINTR) {
-            break;
-        }
-    }
-    ::close(child.out);
-    int status = 0;
-    while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        throw Error("handover worker process failed (status " + std::to_string(status) + "): " + out);
-    }
-    return out;
 }
 
 long long field(const std::string& line, const std::string& name) {
@@ -252,11 +173,11 @@ void register_handover(Environment& env, Plan& plan) {
                     const auto end = start + window;
                     const auto before = locks->stats();
                     const auto server0 = server_usage(*envp);
-                    Child child =
-                        spawn_worker(options, prefix, contended->name(), kThreadsPerProcess, start, end);
+                    WorkerProcess child =
+                        spawn_handover_worker(options, prefix, contended->name(), kThreadsPerProcess, start, end);
                     CycleCount mine = run_cycles(*contended, kThreadsPerProcess, start, end);
                     const auto server1 = server_usage(*envp);
-                    const std::string theirs = finish_worker(child);
+                    const std::string theirs = finish_handover_worker(child);
                     if (!mine.error.empty()) {
                         state.SkipWithError(mine.error.c_str());
                         break;

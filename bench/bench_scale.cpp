@@ -18,8 +18,6 @@
 // (measure_sizes), so that the load of the shared machine moves every size of a repetition alike.
 #include <dirent.h>
 #include <sys/resource.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +41,7 @@
 #include <vector>
 
 #include "families.h"
+#include "handover_worker.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/locks/hold.h"
@@ -53,7 +52,6 @@
 #include "paired.h"
 #include "repositories.h"
 
-extern char** environ;
 
 namespace lockstep::bench {
 
@@ -68,7 +66,6 @@ constexpr std::array<int, 4> kHolds = {1, 100, 1000, 10000};
 constexpr std::array<int, 4> kRedisWaiters = {1, 10, 100, 1000};
 constexpr std::array<int, 3> kFairWaiters = {1, 10, 100};
 constexpr std::array<int, 4> kProcesses = {1, 2, 4, 8};
-constexpr const char* kWorkerUrlVariable = "LOCKSTEP_BENCH_WORKER_REDIS_URL";  // bench_handover.cpp
 
 // How long the throughput-like curves run: as many repetitions as the table's throughput rows,
 // shorter windows, so that the whole family stays under three minutes on the 2-core machine.
@@ -770,72 +767,14 @@ void register_waiters_curve(Environment& env, Plan& plan, const ScaleBudget& sb)
 
 // ---- processes ----------------------------------------------------------------------------
 
-struct Child {
-    pid_t pid = -1;
-    int out = -1;
-};
-
-std::int64_t to_ns(Clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
-// Starts `lockstep-bench --handover-worker PREFIX LOCK 1 START END` (bench_handover.cpp) with its
-// stdout on a pipe; the Redis URL goes through the environment, not the command line.
-Child spawn_worker(const RedisOptions& redis, const std::string& prefix, const std::string& lock,
-                   Clock::time_point start, Clock::time_point end) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    posix_spawn_file_actions_addclose(&actions, fds[1]);
-    std::vector<std::string> args = {"lockstep-bench", "--handover-worker", prefix, lock, "1",
-                                     std::to_string(to_ns(start)), std::to_string(to_ns(end))};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-        if (std::strncmp(*e, kWorkerUrlVariable, std::strlen(kWorkerUrlVariable)) != 0) env_strings.emplace_back(*e);
-    }
-    env_strings.push_back(std::string(kWorkerUrlVariable) + "=" + to_url(redis));
-    std::vector<char*> envp;
-    for (auto& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    Child child;
-    const int rc = posix_spawn(&child.pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    if (rc != 0) {
-        ::close(fds[0]);
-        throw Error(std::string("posix_spawn /proc/self/exe: ") + std::strerror(rc));
-    }
-    child.out = fds[0];
-    return child;
-}
-
-// Reads the child's line of results and reaps it; "" and `failure` set when it failed.
-std::string finish_worker(const Child& child, std::string& failure) {
-    std::string out;
-    char buf[256];
-    for (;;) {
-        const ssize_t n = ::read(child.out, buf, sizeof buf);
-        if (n > 0) {
-            out.append(buf, static_cast<std::size_t>(n));
-        } else if (n == 0 || errno != EINTR) {
-            break;
-        }
-    }
-    ::close(child.out);
-    int status = 0;
-    while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        if (failure.empty()) failure = "worker process failed (status " + std::to_string(status) + "): " + out;
+// Reads a worker's line of results and reaps it; "" and `failure` set when it failed.
+std::string finish_worker(const WorkerProcess& worker, std::string& failure) {
+    try {
+        return finish_handover_worker(worker);
+    } catch (const std::exception& e) {
+        if (failure.empty()) failure = e.what();
         return "";
     }
-    return out;
 }
 
 long long worker_field(const std::string& line, const std::string& name) {
@@ -854,11 +793,12 @@ Measures processes_window(Environment& env, const RedisOptions& options, bool on
     // Time for every child to start and connect before the window opens.
     const auto start = Clock::now() + milliseconds(200) + milliseconds(50) * p;
     const auto end = start + window;
-    std::vector<Child> children;
+    std::vector<WorkerProcess> children;
     std::string failure;
     try {
         for (int i = 0; i < p; ++i)
-            children.push_back(spawn_worker(options, prefix, one_name ? "one" : "n" + std::to_string(i), start, end));
+            children.push_back(
+                spawn_handover_worker(options, prefix, one_name ? "one" : "n" + std::to_string(i), 1, start, end));
     } catch (const std::exception& e) {
         failure = e.what();
     }
