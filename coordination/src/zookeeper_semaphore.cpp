@@ -241,7 +241,7 @@ bool ZooKeeperSemaphore::release(const ZkLease& lease) {
     {
         MutexLock lock(state_->mu);
         h = state_->current;
-        // A node of an earlier session is gone with it.
+        // A node created before the last expiry was deleted by the ensemble with its ZooKeeper session.
         if (!h || h->session != lease.session || state_->expired) return false;
     }
     const int rc = zoo_delete(h->zh, lease.path.c_str(), -1);
