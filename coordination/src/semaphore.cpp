@@ -214,6 +214,7 @@ struct SemaphoreImpl {
                 report_loss(*p, LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout");
             }
         }
+        if (h.unreachable) zk->abandon_session(h.session);
         MutexLock lock(mutex);
         ++renewals;
     }
@@ -373,6 +374,11 @@ void SemaphorePermit::release_as(UnlockMode mode) {
         }
     } catch (...) {
         failure = std::current_exception();
+    }
+    if (failure && lost_before && owner->on_zookeeper()) {
+        // Lost before the release tried (a disconnection): the loss is what the caller learns.
+        failure = nullptr;
+        result = 0;
     }
     if (failure) {
         // The server drops the permit within the lease anyway.

@@ -39,6 +39,7 @@ std::string error_text(int rc) { return zerror(rc); }
 // One client handle and its session. Closed (zookeeper_close) by its destructor, which joins the
 // client's threads: the last user to drop it closes it, never the client's own event thread.
 struct ZkHandle {
+    ZooKeeperSemaphore::State* owner = nullptr;
     zhandle_t* zh = nullptr;
     std::uint64_t session = 0;
     ~ZkHandle() {
@@ -51,9 +52,11 @@ struct ZooKeeperSemaphore::State {
     std::string dir;
     int permits = 1;
 
+    Mutex open_mu;  // one thread opens a handle at a time (taken before mu, never by the event thread)
     Mutex mu;
     CondVar changed;
     std::shared_ptr<ZkHandle> current GUARDED_BY(mu);
+    const ZkHandle* live GUARDED_BY(mu) = nullptr;  // the handle whose events count (current, or the one connecting)
     std::uint64_t sessions GUARDED_BY(mu) = 0;
     int zstate GUARDED_BY(mu) = 0;
     bool expired GUARDED_BY(mu) = false;
@@ -63,8 +66,10 @@ struct ZooKeeperSemaphore::State {
 
     // The client library's event thread. Never calls the client (that would wait on itself).
     static void on_event(zhandle_t*, int type, int state, const char*, void* ctx) {
-        auto* s = static_cast<State*>(const_cast<void*>(ctx));
+        auto* h = static_cast<ZkHandle*>(ctx);
+        State* s = h->owner;
         MutexLock lock(s->mu);
+        if (h != s->live) return;  // an abandoned handle closing
         if (type == ZOO_SESSION_EVENT) {
             s->zstate = state;
             if (state == ZOO_CONNECTED_STATE) {
@@ -82,13 +87,19 @@ struct ZooKeeperSemaphore::State {
 
     // The current handle, opened (or replaced after an expiry) first. ConnectionError when no
     // session comes up within connect_timeout.
-    std::shared_ptr<ZkHandle> handle() EXCLUDES(mu) {
+    std::shared_ptr<ZkHandle> handle() EXCLUDES(mu, open_mu) {
+        {
+            MutexLock lock(mu);
+            if (current && !expired) return current;
+        }
+        MutexLock opening(open_mu);
         std::shared_ptr<ZkHandle> old;
         {
             MutexLock lock(mu);
             if (current && !expired) return current;
             old = std::move(current);
             current.reset();
+            live = nullptr;
         }
         old.reset();  // closes an expired session's handle (or waits for its last user)
         auto fresh = std::make_shared<ZkHandle>();
@@ -99,10 +110,12 @@ struct ZooKeeperSemaphore::State {
             zstate = 0;
             disconnected_since = {};
             fresh->session = ++sessions;
+            fresh->owner = this;
+            live = fresh.get();
         }
         zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
         fresh->zh = zookeeper_init(zk.hosts.c_str(), &State::on_event, static_cast<int>(zk.session_timeout.count()),
-                                   nullptr, this, 0);
+                                   nullptr, fresh.get(), 0);
         if (!fresh->zh) throw ConnectionError("ZooKeeper " + zk.hosts + ": cannot create a client handle");
         const auto until = Clock::now() + zk.connect_timeout;
         {
@@ -114,7 +127,7 @@ struct ZooKeeperSemaphore::State {
                 expired = true;  // the next call starts over
                 throw ConnectionError("ZooKeeper " + zk.hosts + ": no session within connect_timeout");
             }
-            if (!current) current = fresh;
+            current = fresh;
             return current;
         }
     }
@@ -234,6 +247,23 @@ std::optional<ZkLease> ZooKeeperSemaphore::acquire(Clock::time_point deadline) {
             throw ConnectionError("ZooKeeper semaphore: the session expired while waiting for a permit");
         }
     }
+}
+
+void ZooKeeperSemaphore::abandon_session(std::uint64_t session) {
+    std::shared_ptr<ZkHandle> old;
+    {
+        MutexLock lock(state_->mu);
+        if (!state_->current || state_->current->session != session) return;
+        old = std::move(state_->current);
+        state_->current.reset();
+        state_->live = nullptr;
+        state_->expired = false;
+        state_->disconnected_since = {};
+        state_->changed.notify_all();
+    }
+    // Closing ends the session at the ensemble if it is reachable (its lease nodes go at once),
+    // else the ensemble expires it; either way no node of it outlives the reported loss for long.
+    old.reset();
 }
 
 bool ZooKeeperSemaphore::release(const ZkLease& lease) {

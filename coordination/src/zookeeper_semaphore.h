@@ -20,6 +20,8 @@
 
 namespace lockstep::detail {
 
+struct ZkHandle;
+
 struct ZkLease {
     std::string path;       // full path of the lease node
     FenceToken czxid = 0;   // the create's zxid: the permit's fencing token
@@ -48,6 +50,10 @@ public:
     // Lease nodes present now (held and waiting).
     int children();
     ZkSessionHealth health();
+    // Closes the session `session` (when it is still the current one) after its permits were
+    // reported lost for unreachability: a session that survived the disconnection must not keep
+    // lease nodes nobody holds. The next acquire opens a new session.
+    void abandon_session(std::uint64_t session);
     std::chrono::milliseconds session_timeout() const;
     // Wakes every waiter so that it gives up (the semaphore is being destroyed).
     void close();

@@ -26,6 +26,9 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/mutex.h"
 #include "test_servers.h"
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+#include "lockstep/servers/local_zookeeper.h"
+#endif
 
 namespace {
 
@@ -61,6 +64,10 @@ struct RunSemaphoreChildRole {
 }  // namespace
 
 namespace lockstep::test {
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+// The private ensemble of tests/lock_conformance/backends.cpp.
+LocalZooKeeper& zookeeper();
+#endif
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -250,6 +257,39 @@ TEST_P(SemaphoreOnEveryBackendTest, MaxWaitGivesATimeoutError) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, SemaphoreOnEveryBackendTest, ::testing::Values("redis", "zookeeper"),
                          [](const auto& info) { return backend_test_name(info.param); });
+
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+TEST(ZooKeeperSemaphoreTest, APermitIsReportedLostAfterASessionTimeoutWithoutTheEnsemble) {
+    auto service = open_backend("zookeeper", fresh_prefix());
+    std::atomic<int> losses{0};
+    std::atomic<int> reason{-1};
+    auto sem = make_semaphore(*service, "pool", {.permits = 1, .on_lost = [&](const LockLoss& l) {
+                                                     reason = static_cast<int>(l.reason);
+                                                     losses.fetch_add(1);
+                                                 }});
+    auto permit = sem->acquire();
+    const std::stop_token stop = permit.stop_token();
+    // The ensemble stops answering (SIGSTOP): the client stays disconnected past its session timeout.
+    ASSERT_EQ(::kill(zookeeper().pid(), SIGSTOP), 0);
+    const auto stopped_at = Clock::now();
+    const bool noticed = eventually([&] { return stop.stop_requested(); }, 10s);
+    const double took = ms_since(stopped_at);
+    ASSERT_EQ(::kill(zookeeper().pid(), SIGCONT), 0);
+    ASSERT_TRUE(noticed);
+    std::cout << "[ measure ] a ZooKeeper permit reported lost " << took << " ms after the ensemble stopped (session timeout 1,500 ms)\n";
+    EXPECT_GE(took, 1000.0) << "not before the session timeout (less the client's detection of the disconnection)";
+    EXPECT_TRUE(permit.lost());
+    EXPECT_EQ(losses.load(), 1);
+    EXPECT_EQ(reason.load(), static_cast<int>(LockLossReason::Unreachable));
+    EXPECT_THROW(permit.release_checked(), LockLostError);
+    EXPECT_EQ(losses.load(), 1) << "one loss is reported once";
+    // Back with the ensemble, the semaphore grants again (a new session if the old one expired).
+    auto again = sem->try_acquire_for(20s);
+    ASSERT_TRUE(again);
+    EXPECT_FALSE(again->lost());
+    again->release_checked();
+}
+#endif
 
 TEST_F(SemaphoreTest, ALostPermitIsReportedByTheWatchdogAndByRelease) {
     auto service = open();
