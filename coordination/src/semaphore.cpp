@@ -14,6 +14,7 @@
 #include "lockstep/locks/lock_client.h"
 #include "lockstep/locks/redis_lock_service.h"
 #include "semaphore_scripts.h"
+#include "zookeeper_semaphore.h"
 
 namespace lockstep {
 
@@ -42,8 +43,9 @@ milliseconds drift_of(milliseconds lease) { return lease / 100 + milliseconds(2)
 namespace detail {
 
 struct PermitState {
-    std::string id;
+    std::string id;  // Redis: the permit id; ZooKeeper: the lease node's path
     FenceToken fence = 0;
+    std::uint64_t session = 0;  // ZooKeeper: the session generation that owns the lease node
     Mutex mutex;
     Clock::time_point valid_until GUARDED_BY(mutex);
     bool lost GUARDED_BY(mutex) = false;
@@ -59,17 +61,38 @@ struct PermitState {
 
 struct SemaphoreImpl {
     SemaphoreImpl(RedisClient& r, std::string n, SemaphoreOptions o, std::string prefix)
-        : redis(r), name(std::move(n)), options(std::move(o)), owner_id(random_id()) {
-        check_name("semaphore name", name);
-        if (options.permits < 1) throw ConfigError("SemaphoreOptions.permits", "must be at least 1");
-        if (options.lease < milliseconds(30)) throw ConfigError("SemaphoreOptions.lease", "must be at least 30 ms");
+        : redis(&r), name(std::move(n)), options(std::move(o)), owner_id(random_id()) {
+        check();
         stem = prefix + "{" + name + "}";
         permits_key = stem + ":sem";
         fence_key = stem + ":sem:fence";
         channel = stem + ":sem:ch";
     }
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    SemaphoreImpl(const ZooKeeperLockService& service, std::string n, SemaphoreOptions o)
+        : redis(nullptr), name(std::move(n)), options(std::move(o)), owner_id(random_id()) {
+        check();
+        zk = std::make_unique<ZooKeeperSemaphore>(service, name, options.permits);
+        permits_key = zk->dir();
+        fence_key = zk->dir();
+    }
+    std::unique_ptr<ZooKeeperSemaphore> zk;
+#endif
 
-    RedisClient& redis;
+    void check() const {
+        check_name("semaphore name", name);
+        if (options.permits < 1) throw ConfigError("SemaphoreOptions.permits", "must be at least 1");
+        if (options.lease < milliseconds(30)) throw ConfigError("SemaphoreOptions.lease", "must be at least 30 ms");
+    }
+    bool on_zookeeper() const {
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+        return static_cast<bool>(zk);
+#else
+        return false;
+#endif
+    }
+
+    RedisClient* redis;  // null on ZooKeeper
     const std::string name;
     const SemaphoreOptions options;
     const std::string owner_id;
@@ -130,7 +153,7 @@ struct SemaphoreImpl {
             id = owner_id + ":" + std::to_string(next_permit++);
         }
         const auto sent = Clock::now();
-        const RedisReply reply = redis.eval(semaphore_acquire_script(), {permits_key, fence_key},
+        const RedisReply reply = redis->eval(semaphore_acquire_script(), {permits_key, fence_key},
                                             {std::to_string(options.permits), lease_ms(), id});
         const auto& r = reply.elements();
         if (r.size() != 2) throw ProtocolError("semaphore acquire script: unexpected reply");
@@ -149,6 +172,54 @@ struct SemaphoreImpl {
         return {SemaphorePermit(self, state), milliseconds(0)};
     }
 
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    // Waits in ZooKeeper's queue until `deadline`: a permit, or nothing.
+    std::optional<SemaphorePermit> zk_acquire(const std::shared_ptr<SemaphoreImpl>& self, Clock::time_point deadline) {
+        {
+            MutexLock lock(mutex);
+            if (closing) throw ConfigError("Semaphore", "acquire on a semaphore being destroyed");
+        }
+        auto lease = zk->acquire(deadline);
+        if (!lease) return std::nullopt;
+        auto state = std::make_shared<PermitState>();
+        state->id = lease->path;
+        state->fence = lease->czxid;
+        state->session = lease->session;
+        {
+            // The session is the lease: no clock of this process bounds it.
+            MutexLock lock(state->mutex);
+            state->valid_until = Clock::time_point::max();
+        }
+        {
+            MutexLock lock(mutex);
+            live.push_back(state);
+        }
+        return SemaphorePermit(self, state);
+    }
+
+    // The watchdog's round on ZooKeeper: a permit of an expired session, or of one disconnected
+    // for longer than its timeout (the ensemble has expired it by then), is lost.
+    void zk_check_round() {
+        std::vector<std::shared_ptr<PermitState>> permits;
+        {
+            MutexLock lock(mutex);
+            permits = live;
+        }
+        const ZkSessionHealth h = zk->health();
+        for (auto& p : permits) {
+            if (!still_held(p)) continue;
+            if (p->session != h.session || h.expired) {
+                report_loss(*p, LockLossReason::Expired, "the ZooKeeper session that owned the lease node expired");
+            } else if (h.unreachable) {
+                report_loss(*p, LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout");
+            }
+        }
+        if (h.unreachable) zk->abandon_session(h.session);
+        MutexLock lock(mutex);
+        ++renewals;
+    }
+#endif
+
     // Subscribes to release messages once; false when that failed (waits then poll).
     bool ensure_subscribed() EXCLUDES(mutex) {
         {
@@ -161,7 +232,7 @@ struct SemaphoreImpl {
             if (subscribed) return true;
         }
         try {
-            subscription = redis.subscriber().subscribe(channel, [this](std::string_view, std::string_view) {
+            subscription = redis->subscriber().subscribe(channel, [this](std::string_view, std::string_view) {
                 MutexLock lock(mutex);
                 ++generation;
                 changed.notify_all();
@@ -196,7 +267,7 @@ struct SemaphoreImpl {
         for (auto& p : renewing) args.push_back(p->id);
         const auto sent = Clock::now();
         try {
-            const RedisReply reply = redis.eval(semaphore_renew_script(), {permits_key}, args);
+            const RedisReply reply = redis->eval(semaphore_renew_script(), {permits_key}, args);
             const auto& r = reply.elements();
             for (std::size_t i = 0; i < renewing.size() && i < r.size(); ++i) {
                 if (r[i].integer() == 1) {
@@ -215,7 +286,10 @@ struct SemaphoreImpl {
     }
 
     void run_watchdog() EXCLUDES(mutex) {
-        const auto interval = options.lease / 3;
+        auto interval = options.lease / 3;
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+        if (zk) interval = std::min<milliseconds>(std::chrono::duration_cast<milliseconds>(interval), zk->session_timeout() / 3);
+#endif
         for (;;) {
             {
                 MutexLock lock(mutex);
@@ -225,6 +299,12 @@ struct SemaphoreImpl {
                 }
                 if (closing) return;
             }
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+            if (zk) {
+                zk_check_round();
+                continue;
+            }
+#endif
             renew_round();
         }
     }
@@ -283,11 +363,22 @@ void SemaphorePermit::release_as(UnlockMode mode) {
     std::exception_ptr failure;
     long long result = 1;
     try {
-        result = owner->redis
-                     .eval(detail::semaphore_release_script(), {owner->permits_key}, {state->id, owner->channel})
-                     .integer();
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+        if (owner->zk) {
+            result = owner->zk->release({.path = state->id, .czxid = state->fence, .session = state->session}) ? 1 : 0;
+        } else
+#endif
+        {
+            result = owner->redis->eval(detail::semaphore_release_script(), {owner->permits_key}, {state->id, owner->channel})
+                         .integer();
+        }
     } catch (...) {
         failure = std::current_exception();
+    }
+    if (failure && lost_before && owner->on_zookeeper()) {
+        // Lost before the release tried (a disconnection): the loss is what the caller learns.
+        failure = nullptr;
+        result = 0;
     }
     if (failure) {
         // The server drops the permit within the lease anyway.
@@ -320,7 +411,14 @@ Semaphore::Semaphore(RedisClient& redis, std::string name, SemaphoreOptions opti
     impl_->watchdog = std::thread([impl = impl_.get()] { impl->run_watchdog(); });
 }
 
+Semaphore::Semaphore(std::shared_ptr<detail::SemaphoreImpl> impl) : impl_(std::move(impl)) {
+    impl_->watchdog = std::thread([impl = impl_.get()] { impl->run_watchdog(); });
+}
+
 Semaphore::~Semaphore() {
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    if (impl_->zk) impl_->zk->close();
+#endif
     {
         MutexLock lock(impl_->mutex);
         impl_->closing = true;
@@ -335,7 +433,14 @@ Semaphore::~Semaphore() {
     }
     for (auto& p : left) {
         try {
-            impl_->redis.eval(detail::semaphore_release_script(), {impl_->permits_key}, {p->id, impl_->channel});
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+            if (impl_->zk) {
+                impl_->zk->release({.path = p->id, .czxid = p->fence, .session = p->session});
+            } else
+#endif
+            {
+                impl_->redis->eval(detail::semaphore_release_script(), {impl_->permits_key}, {p->id, impl_->channel});
+            }
         } catch (const std::exception& e) {
             logger()->warn("semaphore '{}': release at close failed: {}", impl_->name, e.what());
         }
@@ -358,6 +463,9 @@ std::optional<SemaphorePermit> Semaphore::try_acquire() { return try_acquire_unt
 
 std::optional<SemaphorePermit> Semaphore::try_acquire_until_steady(Clock::time_point deadline) {
     auto& s = *impl_;
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    if (s.zk) return s.zk_acquire(impl_, deadline);
+#endif
     bool subscribed = false;
     for (;;) {
         long seen;
@@ -388,7 +496,10 @@ std::optional<SemaphorePermit> Semaphore::try_acquire_until_steady(Clock::time_p
 }
 
 int Semaphore::available() {
-    const auto n = impl_->redis.eval(detail::semaphore_count_script(), {impl_->permits_key}, {}).integer();
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    if (impl_->zk) return std::max(0, impl_->options.permits - impl_->zk->children());
+#endif
+    const auto n = impl_->redis->eval(detail::semaphore_count_script(), {impl_->permits_key}, {}).integer();
     return std::max(0, impl_->options.permits - static_cast<int>(n));
 }
 
@@ -418,12 +529,20 @@ std::unique_ptr<Semaphore> make_semaphore(LockService& service, std::string name
         return std::make_unique<Semaphore>(redis->client().redis(), std::move(name), std::move(options),
                                            redis->client().options().prefix);
     }
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    if (backend == "zookeeper") {
+        auto* zk = dynamic_cast<ZooKeeperLockService*>(&service);
+        if (!zk) throw ConfigError("lock service", "a 'zookeeper' backend that is not a ZooKeeperLockService");
+        return std::unique_ptr<Semaphore>(
+            new Semaphore(std::make_shared<detail::SemaphoreImpl>(*zk, std::move(name), std::move(options))));
+    }
+#endif
     std::string why;
     if (backend == "mysql") {
         why = "MySQL's GET_LOCK names one holder per lock and has nothing that expires on its own, so N leased "
               "permits cannot be kept there";
     } else if (backend == "zookeeper") {
-        why = "ZooKeeper lease nodes are not implemented; open the semaphore on a redis:// service";
+        why = "this build has no ZooKeeper client; open the semaphore on a redis:// service";
     } else {
         why = "the '" + std::string(backend) + "' backend has no semaphore; open it on a redis:// service";
     }

@@ -1038,6 +1038,9 @@ std::chrono::system_clock::time_point ZooKeeperLockService::server_time() {
     }
 }
 
+const ZooKeeperLockOptions& ZooKeeperLockService::zookeeper_options() const noexcept { return state_->zk; }
+const std::string& ZooKeeperLockService::prefix() const noexcept { return state_->prefix; }
+
 std::chrono::milliseconds ZooKeeperLockService::session_timeout() const {
     MutexLock g(state_->mu);
     return state_->zh ? std::chrono::milliseconds(zoo_recv_timeout(state_->zh)) : state_->zk.session_timeout;

@@ -10,7 +10,8 @@
 //   run_export(permit.stop_token(), permit.fence_token());     // stop_token: the permit was lost
 //   permit.release_checked();                                  // LockLostError if it was lost
 //
-// Backends: Redis only (redis://, redis+cluster://, redis+sentinel://). Keys of a name share the
+// Backends: Redis (redis://, redis+cluster://, redis+sentinel://) and ZooKeeper (zookeeper://,
+// ephemeral-sequential lease nodes, FIFO; see docs/coordination.md). On Redis, keys of a name share the
 // hash tag `{<name>}`, so the scripts are legal on Redis Cluster:
 //   <prefix>{<name>}:sem        zset: permit id -> expiry (server ms), PEXPIRE >= the longest lease
 //   <prefix>{<name>}:sem:fence  fencing-token counter (PX lease; tokens never go below the server
@@ -133,13 +134,18 @@ public:
     std::string fence_key() const;
 
 private:
+    friend std::unique_ptr<Semaphore> make_semaphore(LockService&, std::string, SemaphoreOptions);
+    explicit Semaphore(std::shared_ptr<detail::SemaphoreImpl> impl);
     std::shared_ptr<detail::SemaphoreImpl> impl_;
 };
 
 // A semaphore over the backend of `service`: Redis (a redis:// service) shares its RedisClient
-// and key prefix. ConfigError naming the backend for the others: MySQL's GET_LOCK names one
-// holder per lock and nothing that expires on its own; ZooKeeper's lease nodes and the in-memory
-// and Redlock backends are not implemented. REQUIRES: the service outlives the semaphore.
+// and key prefix; ZooKeeper (a zookeeper:// service) takes its hosts, session timeout, root and
+// prefix and opens its own session, whose lease nodes live under <root>/<prefix><name>#sem (the
+// session timeout is then the lease; SemaphoreOptions::lease is not used). ConfigError naming the
+// backend for the others: MySQL's GET_LOCK names one holder per lock and nothing that expires on
+// its own; the in-memory and Redlock backends have none. REQUIRES: the service outlives the
+// semaphore.
 std::unique_ptr<Semaphore> make_semaphore(LockService& service, std::string name, SemaphoreOptions options = {});
 
 }  // namespace lockstep

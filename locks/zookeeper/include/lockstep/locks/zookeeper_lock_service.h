@@ -105,6 +105,10 @@ public:
     // The negotiated session timeout of the current session.
     std::chrono::milliseconds session_timeout() const;
     ZooKeeperLockStats stats() const;
+    // The options it was opened with, and its LockServiceOptions::prefix (other recipes on the
+    // same ensemble, such as the semaphore, lay their nodes out beside the locks').
+    const ZooKeeperLockOptions& zookeeper_options() const noexcept;
+    const std::string& prefix() const noexcept;
 
     struct State;
 
