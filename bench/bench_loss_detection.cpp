@@ -103,7 +103,9 @@ Margins trial(const std::string& url, const std::string& prefix) {
     Margins m;
     m.lost_ms = ms_between(*lost_at, rival_at);
     std::lock_guard g(mu);
-    m.on_lost_ms = on_lost_at ? ms_between(*on_lost_at, rival_at) : -ms_between(rival_at, Clock::now());
+    // The holder unlocked (and so was told of the loss) before this: no call is a failure, not a margin.
+    if (!on_lost_at) throw std::runtime_error("on_lost was never called for the lost hold");
+    m.on_lost_ms = ms_between(*on_lost_at, rival_at);
     return m;
 }
 
