@@ -53,9 +53,16 @@ struct PermitState {
     LockLoss loss GUARDED_BY(mutex);
     std::stop_source stop;
 
+    // ZooKeeper: the validity its session gives (ZooKeeperSemaphore::session_bound); set before
+    // the permit is shared, never changed.
+    std::function<Clock::time_point()> session_valid_until;
+
     bool is_lost() EXCLUDES(mutex) {
-        MutexLock lock(mutex);
-        return lost || Clock::now() >= valid_until;
+        {
+            MutexLock lock(mutex);
+            if (lost || Clock::now() >= valid_until) return true;
+        }
+        return session_valid_until && Clock::now() >= session_valid_until();
     }
 };
 
@@ -185,8 +192,9 @@ struct SemaphoreImpl {
         state->id = lease->path;
         state->fence = lease->czxid;
         state->session = lease->session;
+        state->session_valid_until = zk->session_bound(lease->session, drift_of(zk->session_timeout()));
         {
-            // The session is the lease: no clock of this process bounds it.
+            // The session is the lease: its bound is session_valid_until, asked on every lost().
             MutexLock lock(state->mutex);
             state->valid_until = Clock::time_point::max();
         }
@@ -198,7 +206,7 @@ struct SemaphoreImpl {
     }
 
     // The watchdog's round on ZooKeeper: a permit of an expired session, or of one disconnected
-    // for longer than its timeout (the ensemble has expired it by then), is lost.
+    // past a third of its timeout (the ensemble may expire it from then on), is lost.
     void zk_check_round() {
         std::vector<std::shared_ptr<PermitState>> permits;
         {
@@ -211,7 +219,9 @@ struct SemaphoreImpl {
             if (p->session != h.session || h.expired) {
                 report_loss(*p, LockLossReason::Expired, "the ZooKeeper session that owned the lease node expired");
             } else if (h.unreachable) {
-                report_loss(*p, LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout");
+                report_loss(*p, LockLossReason::Unreachable,
+                            "disconnected from ZooKeeper past a third of the session timeout (the ensemble may "
+                            "expire the session from then on)");
             }
         }
         if (h.unreachable) zk->abandon_session(h.session);
@@ -288,7 +298,8 @@ struct SemaphoreImpl {
     void run_watchdog() EXCLUDES(mutex) {
         auto interval = options.lease / 3;
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
-        if (zk) interval = std::min<milliseconds>(std::chrono::duration_cast<milliseconds>(interval), zk->session_timeout() / 3);
+        // on_lost within T/6 of the bound lost() already reports.
+        if (zk) interval = std::min<milliseconds>(std::chrono::duration_cast<milliseconds>(interval), zk->session_timeout() / 6);
 #endif
         for (;;) {
             {

@@ -293,8 +293,22 @@ ZkSessionHealth ZooKeeperSemaphore::health() {
     const auto timeout = state_->current && state_->current->zh ? milliseconds(zoo_recv_timeout(state_->current->zh))
                                                                 : state_->zk.session_timeout;
     out.unreachable = state_->disconnected_since != Clock::time_point{} &&
-                      Clock::now() - state_->disconnected_since >= timeout;
+                      Clock::now() - state_->disconnected_since >= timeout / 3;
     return out;
+}
+
+std::function<Clock::time_point()> ZooKeeperSemaphore::session_bound(std::uint64_t session,
+                                                                     milliseconds margin) const {
+    return [weak = std::weak_ptr<State>(state_), session, margin]() -> Clock::time_point {
+        const auto s = weak.lock();
+        if (!s) return Clock::time_point::min();
+        MutexLock lock(s->mu);
+        if (s->expired || !s->current || s->current->session != session) return Clock::time_point::min();
+        if (s->disconnected_since == Clock::time_point{}) return Clock::time_point::max();
+        const milliseconds timeout =
+            s->current->zh ? milliseconds(zoo_recv_timeout(s->current->zh)) : s->zk.session_timeout;
+        return s->disconnected_since + timeout / 3 - margin;
+    };
 }
 
 std::chrono::milliseconds ZooKeeperSemaphore::session_timeout() const {

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,7 +33,7 @@ struct ZkLease {
 struct ZkSessionHealth {
     std::uint64_t session = 0;  // generation of the current session (0: none opened yet)
     bool expired = false;       // the current session expired (its lease nodes are gone)
-    bool unreachable = false;   // disconnected for longer than the session timeout
+    bool unreachable = false;   // disconnected past the validity bound (session_bound)
 };
 
 class ZooKeeperSemaphore {
@@ -50,6 +51,13 @@ public:
     // Lease nodes present now (held and waiting).
     int children();
     ZkSessionHealth health();
+    // Until when a permit of `session` is valid, asked on every lost(): max while connected;
+    // while disconnected, disconnected_since + T/3 − margin (the client declares a disconnection
+    // after 2T/3 of silence and the ensemble may expire the session T after it last heard: the
+    // ZooKeeper mutex's rule, L11); min once the session expired, was replaced or the semaphore is
+    // gone. Safe to call after the semaphore was destroyed.
+    std::function<std::chrono::steady_clock::time_point()> session_bound(std::uint64_t session,
+                                                                        std::chrono::milliseconds margin) const;
     // Closes the session `session` (when it is still the current one) after its permits were
     // reported lost for unreachability: a session that survived the disconnection must not keep
     // lease nodes nobody holds. The next acquire opens a new session.
