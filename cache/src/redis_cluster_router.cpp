@@ -84,12 +84,26 @@ RedisConnectionPool& RedisClusterRouter::pool_for(const std::string& address) {
 
 void RedisClusterRouter::refresh() {
     std::vector<int> replaced;
+    std::vector<std::string> masters;  // set when the map changed
     {
         MutexLock serial(refresh_mutex_);
+        const std::uint64_t changes = map_changes_;
         replaced = load_map();
+        if (map_changes_ != changes) {
+            ReaderMutexLock lock(mutex_);
+            for (auto* p : masters_) masters.push_back(addresses_.at(p));
+        }
     }
     // Outside every router lock: a listener may run commands through this router.
     if (!replaced.empty()) tell_listeners(std::move(replaced));
+    if (!masters.empty()) {
+        std::vector<MapChangeListener> listeners;
+        {
+            MutexLock lock(listeners_mutex_);
+            for (const auto& [id, l] : map_listeners_) listeners.push_back(l);
+        }
+        for (const auto& l : listeners) l(masters);
+    }
 }
 
 std::vector<int> RedisClusterRouter::load_map() {
@@ -166,6 +180,7 @@ std::vector<int> RedisClusterRouter::install_map(const RedisReply& slots, const 
     }
     {
         WriterMutexLock lock(mutex_);
+        if (slots_ != table || masters_ != masters) ++map_changes_;
         slots_ = table;
         masters_ = std::move(masters);
         for (const auto& [pair, count] : moves) {
@@ -209,6 +224,15 @@ std::uint64_t RedisClusterRouter::add_master_change_listener(MasterChangeListene
 void RedisClusterRouter::remove_master_change_listener(std::uint64_t id) {
     MutexLock lock(listeners_mutex_);
     listeners_.erase(id);
+    map_listeners_.erase(id);
+}
+
+std::uint64_t RedisClusterRouter::add_map_change_listener(MapChangeListener listener) {
+    MutexLock lock(listeners_mutex_);
+    const std::uint64_t id = next_listener_++;
+    map_listeners_.emplace(id, std::move(listener));
+    if (!watch_.joinable()) watch_ = std::thread([this] { watch_loop(); });
+    return id;
 }
 
 // Asks for the map every kMasterWatchInterval while someone listens: nothing else refreshes it
@@ -219,7 +243,7 @@ void RedisClusterRouter::watch_loop() {
             MutexLock lock(listeners_mutex_);
             if (!stopping_) watch_cv_.wait_for(listeners_mutex_, kMasterWatchInterval);
             if (stopping_) return;
-            if (listeners_.empty()) continue;
+            if (listeners_.empty() && map_listeners_.empty()) continue;
         }
         refresh_quietly();
     }

@@ -89,6 +89,12 @@ public:
     using MasterChangeListener = std::function<void(const RedisMasterChange&)>;
     std::uint64_t add_master_change_listener(MasterChangeListener listener) EXCLUDES(listeners_mutex_);
     void remove_master_change_listener(std::uint64_t id) EXCLUDES(listeners_mutex_);
+    // Called with the masters ("host:port") of every new map that differs from the last one in
+    // any slot's owner (a migration, a failover, a node added or removed), on the thread that
+    // refreshed it, outside every lock of the router. Starts the watch thread too; removed with
+    // remove_master_change_listener.
+    using MapChangeListener = std::function<void(const std::vector<std::string>& masters)>;
+    std::uint64_t add_map_change_listener(MapChangeListener listener) EXCLUDES(listeners_mutex_);
 
 private:
     RedisConnectionPool& pool_for(const std::string& address) EXCLUDES(mutex_);
@@ -124,6 +130,8 @@ private:
     std::atomic<unsigned> next_any_{0};
     Mutex listeners_mutex_;
     std::map<std::uint64_t, MasterChangeListener> listeners_ GUARDED_BY(listeners_mutex_);
+    std::map<std::uint64_t, MapChangeListener> map_listeners_ GUARDED_BY(listeners_mutex_);
+    std::uint64_t map_changes_ GUARDED_BY(refresh_mutex_) = 0;  // maps installed that differ from the last
     std::uint64_t next_listener_ GUARDED_BY(listeners_mutex_) = 1;
     bool stopping_ GUARDED_BY(listeners_mutex_) = false;
     CondVar watch_cv_;

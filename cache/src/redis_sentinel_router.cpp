@@ -255,4 +255,11 @@ RedisOptions RedisSentinelRouter::master_options() {
     return endpoint_options(options_, node.host, node.port);
 }
 
+std::optional<RedisOptions> RedisSentinelRouter::known_master_options() const {
+    ReaderMutexLock lock(mutex_);
+    if (current_address_.empty()) return std::nullopt;
+    const NodeAddress node = split_address(current_address_);
+    return endpoint_options(options_, node.host, node.port);
+}
+
 }  // namespace lockstep::detail

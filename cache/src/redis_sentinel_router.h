@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ public:
     std::string master();
     // Options of the master in use (for the subscriber).
     RedisOptions master_options();
+    // Options of the master in use as last found, without asking the sentinels (a switch
+    // listener may call it); nullopt while none is known.
+    std::optional<RedisOptions> known_master_options() const EXCLUDES(mutex_);
     // Asks the sentinels now. Throws ConnectionError when none names a master that says so.
     void rediscover() EXCLUDES(rediscover_mutex_, mutex_);
     // How many times the master in use changed (rediscovery or +switch-master).
