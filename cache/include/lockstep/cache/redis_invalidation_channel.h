@@ -24,8 +24,15 @@
 // the server forget what it tracked); a tracked_get() beyond them waits up to
 // `pool_wait_timeout` for one, then throws TimeoutError.
 //
-// Not covered (docs/near-cache.md): Redis Cluster (tracking per node) and Sentinel switches;
-// the constructor refuses any topology but Standalone.
+// Topologies (docs/near-cache.md): tracking is per node, so the channel above exists once per
+// node that serves keys, and the whole NearCache is dropped whenever that set may have changed:
+//   - Sentinel: one channel on the master in use; on a switch (+switch-master, or a
+//     rediscovery) the old one is closed, the NearCache dropped, a new one made on the new master;
+//   - Cluster: one channel per master, each read sent to the master of its key's slot. Any
+//     change of a slot's owner (a refresh of CLUSTER SLOTS, asked every second and after a
+//     MOVED or ASK answer to a tracked read) drops the NearCache, closes the channels of nodes
+//     that serve no slot and opens channels on new masters. A master's subscriber that breaks
+//     drops the whole NearCache, as on one node.
 //
 // Thread safety: every member may be called from any thread.
 #pragma once
@@ -65,8 +72,8 @@ struct RedisTrackingOptions {
 
 class RedisInvalidationChannel {
 public:
-    // Connects and subscribes before returning (ConnectionError / TimeoutError otherwise).
-    // ConfigError for a topology other than Standalone, or Broadcast without prefixes.
+    // Connects and subscribes on every node before returning (ConnectionError / TimeoutError
+    // otherwise). ConfigError for Broadcast without prefixes.
     // `near` is borrowed and must outlive the channel.
     RedisInvalidationChannel(RedisOptions redis, NearCache& near, RedisTrackingOptions options = {});
     ~RedisInvalidationChannel();
@@ -80,12 +87,18 @@ public:
     // NearCache has been dropped then), ProtocolError on an error reply.
     std::optional<std::string> tracked_get(const std::string& key);
 
-    // The subscriber connection's client id (tests: CLIENT KILL ID), 0 while down.
+    // The subscriber connection's client id (tests: CLIENT KILL ID), 0 while down; on a Cluster
+    // 0 (ask per key).
     std::int64_t subscriber_id() const;
-    // Subscriptions made so far (1 after construction; +1 per reconnect).
+    // The client id of the subscriber on the node serving `key`, 0 while it has none.
+    std::int64_t subscriber_id(const std::string& key) const;
+    // Subscriptions made so far on every node (1 per node after construction; +1 per reconnect;
+    // +1 per channel opened after a topology change).
     std::uint64_t connects() const;
     // Invalidation messages received, and keys named in them.
     std::uint64_t messages() const;
+    // Cluster slot-map changes and Sentinel switches seen (each dropped the NearCache).
+    std::uint64_t topology_changes() const;
     const RedisTrackingOptions& options() const noexcept;
 
 private:
