@@ -14,7 +14,8 @@ namespace lockstep {
 
 class RedisNearCache {
 public:
-    // Subscribes before returning; throws what RedisInvalidationChannel's constructor throws.
+    // Subscribes (on every master of a cluster) before returning; throws what
+    // RedisInvalidationChannel's constructor throws.
     explicit RedisNearCache(RedisOptions redis, NearCacheOptions near = {}, RedisTrackingOptions tracking = {})
         : local_(std::move(near)), channel_(std::move(redis), local_, std::move(tracking)) {}
 
