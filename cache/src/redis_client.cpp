@@ -12,6 +12,7 @@
 #include "redis_sentinel_router.h"
 #include "redis_options_check.h"
 #include "router_retry.h"
+#include "tls_session.h"
 
 namespace lockstep {
 
@@ -78,6 +79,8 @@ bool is_script_management(const std::vector<std::string>& args) {
 
 RedisClient::RedisClient(RedisOptions options) {
     detail::check_redis_options(options);
+    // One SSL_CTX for every connection the client opens (pools, routers, subscribers).
+    detail::share_tls_context(options);
     impl_ = std::make_unique<Impl>(std::move(options));
 }
 

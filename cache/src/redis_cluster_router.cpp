@@ -134,6 +134,11 @@ std::optional<RedisReply> RedisClusterRouter::ask_for_slots(const std::string& a
         }
         reply = map_connection_->command({"CLUSTER", "SLOTS"});
         if (map_connection_->broken()) map_connection_.reset();
+    } catch (const ConfigError&) {
+        // A certificate that fails verification, an unreadable TLS file: asking another node
+        // or waiting for a failover will not fix it (docs/tls.md).
+        map_connection_.reset();
+        throw;
     } catch (const Error& e) {
         map_connection_.reset();
         error = e.what();
@@ -258,7 +263,17 @@ void RedisClusterRouter::refresh_quietly() noexcept {
 }
 
 RedisConnectionPool* RedisClusterRouter::owner(std::optional<int> slot) {
-    if (stale_.load(std::memory_order_relaxed)) refresh_quietly();
+    if (stale_.load(std::memory_order_relaxed)) {
+        try {
+            refresh();
+        } catch (const ConfigError&) {
+            throw;  // see ask_for_slots: the caller learns the cause now, not after failover_wait
+        } catch (const std::exception& e) {
+            logger()->debug("Redis Cluster map refresh failed: {}", e.what());
+            MutexLock lock(refresh_error_mutex_);
+            refresh_error_ = e.what();
+        }
+    }
     ReaderMutexLock lock(mutex_);
     if (slot) return slots_[static_cast<std::size_t>(*slot)];
     if (masters_.empty()) return nullptr;
@@ -282,7 +297,13 @@ RedisReply RedisClusterRouter::run(std::optional<int> slot, const std::function<
         RedisConnectionPool* pool = ask_target.empty() ? owner(slot) : &pool_for(ask_target);
         if (pool == nullptr) {
             // No master serves the slot in our map: refresh and wait for the cluster to settle.
-            if (Clock::now() > deadline) unavailable("no master serves slot " + (slot ? std::to_string(*slot) : "(any)"));
+            if (Clock::now() > deadline) {
+                std::string why = "no master serves slot " + (slot ? std::to_string(*slot) : "(any)");
+                MutexLock lock(refresh_error_mutex_);
+                // The cause, when the map could not be asked for (e.g. "TLS handshake failed").
+                if (!refresh_error_.empty()) why += "; the last map refresh failed: " + refresh_error_;
+                unavailable(why);
+            }
             back_off_before_retry(attempt);
             stale_.store(true);
             continue;

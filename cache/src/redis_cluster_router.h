@@ -98,7 +98,7 @@ public:
 
 private:
     RedisConnectionPool& pool_for(const std::string& address) EXCLUDES(mutex_);
-    RedisConnectionPool* owner(std::optional<int> slot) EXCLUDES(mutex_);
+    RedisConnectionPool* owner(std::optional<int> slot) EXCLUDES(mutex_, refresh_error_mutex_);
     void refresh_quietly() noexcept;
     // The body of refresh(): swaps the map in, returns the slots whose master was replaced.
     std::vector<int> load_map() REQUIRES(refresh_mutex_) EXCLUDES(mutex_);
@@ -126,6 +126,9 @@ private:
     // when it fails; the next refresh connects to the first candidate that answers.
     std::unique_ptr<RedisConnection> map_connection_ GUARDED_BY(refresh_mutex_);
     std::string map_connection_address_ GUARDED_BY(refresh_mutex_);
+    // Why the last map refresh of a call failed, for the error of a call that found no master.
+    Mutex refresh_error_mutex_;
+    std::string refresh_error_ GUARDED_BY(refresh_error_mutex_);
     std::atomic<bool> stale_{true};
     std::atomic<unsigned> next_any_{0};
     Mutex listeners_mutex_;

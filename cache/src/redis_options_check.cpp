@@ -19,8 +19,6 @@ void check_redis_options(const RedisOptions& o) {
     if (o.pool_size == 0) throw ConfigError("pool_size", "must be at least 1");
     if (o.pool_wait_timeout.count() < 0) throw ConfigError("pool_wait_timeout", "must not be negative");
     if (o.pool_check_idle_after.count() < 0) throw ConfigError("pool_check_idle_after", "must not be negative");
-    if (o.tls.enabled && o.topology != RedisTopology::Standalone)
-        throw ConfigError("tls", "TLS over cluster/Sentinel is not supported yet (docs/tls.md)");
     if (o.tls.enabled && o.tls.cert_file.empty() != o.tls.key_file.empty())
         throw ConfigError(o.tls.cert_file.empty() ? "tls_cert" : "tls_key",
                           "a client certificate needs both tls_cert and tls_key");

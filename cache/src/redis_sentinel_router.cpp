@@ -52,6 +52,12 @@ RedisSentinelRouter::RedisSentinelRouter(RedisOptions options) : options_(std::m
     } catch (const ConnectionError& e) {
         // Not fatal: the first command waits for a master (up to failover_wait).
         logger()->warn("redis sentinel: no master yet for '{}': {}", options_.sentinel_master, e.what());
+    } catch (const ConfigError& e) {
+        // Reported by the first command, as a standalone client reports it (docs/tls.md). No
+        // +switch-master subscription: its connections would fail the same way, each after a
+        // retry with backoff, and the client is of no use until the configuration is fixed.
+        logger()->warn("redis sentinel: '{}': {}", options_.sentinel_master, e.what());
+        return;
     }
     watch_switches();
 }
@@ -152,6 +158,8 @@ void RedisSentinelRouter::rediscover() {
                 last_error = address + " (named by a sentinel) is not a master (yet)";
                 continue;
             }
+        } catch (const ConfigError&) {
+            throw;  // a certificate or a TLS file: no other sentinel or failover fixes it (docs/tls.md)
         } catch (const Error& e) {
             last_error = e.what();
             continue;

@@ -72,10 +72,46 @@ void load_files(SSL_CTX* ctx, const RedisTlsOptions& tls) {
     }
 }
 
+// A configured client SSL_CTX for `tls`: TLS 1.2 at least, the CA store, the client
+// certificate, the verify mode. Throws ConfigError for unreadable files.
+std::shared_ptr<ssl_ctx_st> make_context(const RedisTlsOptions& tls, const std::string& where) {
+    ERR_clear_error();
+    std::shared_ptr<ssl_ctx_st> context(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+    if (!context) throw ConnectionError(where + ": TLS handshake: " + openssl_reason("SSL_CTX_new failed"));
+    SSL_CTX_set_min_proto_version(context.get(), TLS1_2_VERSION);
+    load_files(context.get(), tls);
+    SSL_CTX_set_verify(context.get(), tls.verify == RedisTlsVerify::None ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
+    SSL_CTX_set_client_cert_cb(context.get(), note_certificate_request);
+    return context;
+}
+
+// What the SSL_CTX is made of (server_name is per connection, set on the SSL).
+bool same_context_settings(const RedisTlsOptions& a, const RedisTlsOptions& b) {
+    return a.ca_file == b.ca_file && a.cert_file == b.cert_file && a.key_file == b.key_file && a.verify == b.verify;
+}
+
 }  // namespace
 
-void TlsSession::ContextDeleter::operator()(ssl_ctx_st* ctx) const noexcept {
-    SSL_CTX_free(ctx);
+namespace {
+RedisTlsOptions without_share(RedisTlsOptions tls) {
+    tls.context_share.reset();  // a share must not own itself through its settings
+    return tls;
+}
+}  // namespace
+
+TlsContextShare::TlsContextShare(const RedisTlsOptions& tls) : settings_(without_share(tls)) {}
+
+std::shared_ptr<ssl_ctx_st> TlsContextShare::context_for(const RedisTlsOptions& tls) {
+    if (!same_context_settings(tls, settings_)) return nullptr;
+    MutexLock lock(mutex_);
+    if (!context_) context_ = make_context(settings_, "redis");
+    return context_;
+}
+
+void share_tls_context(RedisOptions& options) {
+    if (!options.tls.enabled) return;
+    // A copy of another client's options keeps that client's share only for the same files.
+    options.tls.context_share = std::make_shared<TlsContextShare>(options.tls);
 }
 
 void TlsSession::SslDeleter::operator()(ssl_st* ssl) const noexcept {
@@ -84,14 +120,10 @@ void TlsSession::SslDeleter::operator()(ssl_st* ssl) const noexcept {
 
 TlsSession::TlsSession(int fd, const RedisOptions& options, const std::string& where) : fd_(fd) {
     const RedisTlsOptions& tls = options.tls;
-    ERR_clear_error();
-    context_.reset(SSL_CTX_new(TLS_client_method()));
-    if (!context_) throw ConnectionError(where + ": TLS handshake: " + openssl_reason("SSL_CTX_new failed"));
-    SSL_CTX_set_min_proto_version(context_.get(), TLS1_2_VERSION);
-    load_files(context_.get(), tls);
-    SSL_CTX_set_verify(context_.get(), tls.verify == RedisTlsVerify::None ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
-    SSL_CTX_set_client_cert_cb(context_.get(), note_certificate_request);
+    if (tls.context_share) context_ = tls.context_share->context_for(tls);
+    if (!context_) context_ = make_context(tls, where);
 
+    ERR_clear_error();
     ssl_.reset(SSL_new(context_.get()));
     if (!ssl_ || SSL_set_fd(ssl_.get(), fd) != 1) {
         throw ConnectionError(where + ": TLS handshake: " + openssl_reason("SSL_new failed"));

@@ -279,7 +279,7 @@ std::chrono::milliseconds parse_duration(std::string_view text, const std::strin
 
 namespace {
 
-RedisOptions parse_topology_url(std::string_view url, std::string_view scheme, RedisTopology topology);
+RedisOptions parse_topology_url(std::string_view url, std::string_view scheme, RedisTopology topology, bool tls);
 
 // "host:port" of an address_map entry.
 RedisEndpoint parse_map_endpoint(std::string_view text, const std::string& part) {
@@ -361,15 +361,19 @@ RedisEndpoint mapped_address(const RedisOptions& options, const std::string& hos
 }
 
 RedisOptions parse_redis_url(std::string_view url) {
-    if (url.substr(0, 16) == "redis+cluster://") return parse_topology_url(url, "redis+cluster", RedisTopology::Cluster);
+    if (url.substr(0, 16) == "redis+cluster://")
+        return parse_topology_url(url, "redis+cluster", RedisTopology::Cluster, false);
     if (url.substr(0, 17) == "redis+sentinel://")
-        return parse_topology_url(url, "redis+sentinel", RedisTopology::Sentinel);
-    if (url.substr(0, 17) == "rediss+cluster://" || url.substr(0, 18) == "rediss+sentinel://") {
-        throw ConfigError("scheme", "TLS over cluster/Sentinel is not supported yet (docs/tls.md)");
-    }
+        return parse_topology_url(url, "redis+sentinel", RedisTopology::Sentinel, false);
+    // TLS to every node of the topology (docs/tls.md).
+    if (url.substr(0, 17) == "rediss+cluster://")
+        return parse_topology_url(url, "rediss+cluster", RedisTopology::Cluster, true);
+    if (url.substr(0, 18) == "rediss+sentinel://")
+        return parse_topology_url(url, "rediss+sentinel", RedisTopology::Sentinel, true);
     const bool tls = url.substr(0, 9) == "rediss://";
     if (auto sep = url.find("://"); sep != std::string_view::npos && url.substr(0, sep) != "redis" && !tls) {
-        throw ConfigError("scheme", "expected 'redis', 'rediss', 'redis+cluster' or 'redis+sentinel', got '" +
+        throw ConfigError("scheme", "expected 'redis', 'rediss', 'redis+cluster', 'rediss+cluster', 'redis+sentinel' "
+                                    "or 'rediss+sentinel', got '" +
                                         std::string(url.substr(0, sep)) + "'");
     }
     UrlParts parts = split_url(url, tls ? "rediss" : "redis");
@@ -422,10 +426,11 @@ namespace {
 
 // redis+cluster://[auth@]host:port,host:port,...[/0][?params]
 // redis+sentinel://[auth@]host:port,host:port,.../master-name[?params]
+// (rediss+cluster://, rediss+sentinel://: the same over TLS.)
 // The node list is split off and each node parsed on its own (errors name "node <i>: host" or
-// "node <i>: port"); the rest (credentials, database, parameters) is parsed as a redis:// URL
-// of the first node, so every parameter means what it means there.
-RedisOptions parse_topology_url(std::string_view url, std::string_view scheme, RedisTopology topology) {
+// "node <i>: port"); the rest (credentials, database, parameters) is parsed as a redis:// (or
+// rediss://) URL of the first node, so every parameter means what it means there.
+RedisOptions parse_topology_url(std::string_view url, std::string_view scheme, RedisTopology topology, bool tls) {
     std::string_view rest = url.substr(scheme.size() + 3);
     const std::size_t end = std::min(rest.find('/'), rest.find('?'));
     std::string_view authority = rest.substr(0, end);
@@ -477,7 +482,7 @@ RedisOptions parse_topology_url(std::string_view url, std::string_view scheme, R
         tail = q == std::string_view::npos ? std::string_view{} : tail.substr(q);
     }
     const RedisEndpoint& first = nodes.front();
-    RedisOptions o = parse_redis_url("redis://" + std::string(userinfo) + format_host(first.host) + ":" +
+    RedisOptions o = parse_redis_url((tls ? "rediss://" : "redis://") + std::string(userinfo) + format_host(first.host) + ":" +
                                      std::to_string(first.port) + std::string(tail));
     if (topology == RedisTopology::Cluster && o.db != 0) {
         throw ConfigError("database", "Redis Cluster has only database 0, got " + std::to_string(o.db));
@@ -556,10 +561,10 @@ MysqlOptions parse_mysql_url(std::string_view url) {
 }
 
 std::string to_url(const RedisOptions& o) {
-    std::string url = o.topology == RedisTopology::Cluster    ? "redis+cluster://"
-                      : o.topology == RedisTopology::Sentinel ? "redis+sentinel://"
-                      : o.tls.enabled                         ? "rediss://"
-                                                              : "redis://";
+    std::string url = std::string(o.tls.enabled ? "rediss" : "redis") +
+                      (o.topology == RedisTopology::Cluster    ? "+cluster://"
+                       : o.topology == RedisTopology::Sentinel ? "+sentinel://"
+                                                               : "://");
     if (!o.password.empty()) url += percent_encode(o.user) + ":" + percent_encode(o.password) + "@";
     if (o.topology == RedisTopology::Standalone || o.nodes.empty()) {
         url += format_host(o.host) + ":" + std::to_string(o.port);

@@ -22,8 +22,16 @@ using Clock = std::chrono::steady_clock;
 
 struct LocalRedisCluster::Impl {
     LocalRedisClusterOptions options;
+    fs::path tls_dir;          // options.tls: the certificates, removed by the destructor
+    TlsCertificates certs;     // options.tls only
+    std::vector<int> tls_ports;
     std::vector<std::unique_ptr<LocalServers>> nodes;
 
+    ~Impl() {
+        nodes.clear();
+        std::error_code ec;
+        if (!tls_dir.empty()) fs::remove_all(tls_dir, ec);
+    }
     LocalServers& node(std::size_t i) const {
         if (i >= nodes.size()) {
             throw ConfigError("node", std::to_string(i) + " is not a node of this " +
@@ -85,10 +93,21 @@ LocalRedisCluster::LocalRedisCluster(LocalRedisClusterOptions options) : impl_(s
         // right after partitioning them, and availability is what they measure.
         "--cluster-replica-validity-factor", "0",
     };
+    if (m.options.tls) {
+        std::string tmpl = (fs::temp_directory_path() / "lockstep-cluster-tls-XXXXXX").string();
+        if (::mkdtemp(tmpl.data()) == nullptr) throw ConfigError("TMPDIR", "cannot create a temp dir for certificates");
+        m.tls_dir = tmpl;
+        m.certs = make_tls_certificates(m.tls_dir.string());
+    }
     for (int i = 0; i < total; ++i) {
         // The bus port defaults to port + 10000, which may be taken or past 65535: pick one.
         LocalServersOptions o = node_options;
         o.redis_extra_args.insert(o.redis_extra_args.end(), {"--cluster-port", std::to_string(free_loopback_port())});
+        if (m.options.tls) {
+            m.tls_ports.push_back(free_loopback_port());
+            const auto args = tls_node_args(m.certs, m.tls_ports.back(), true);
+            o.redis_extra_args.insert(o.redis_extra_args.end(), args.begin(), args.end());
+        }
         m.nodes.push_back(std::make_unique<LocalServers>(o));
     }
     m.create_cluster();
@@ -108,11 +127,24 @@ LocalRedisCluster::~LocalRedisCluster() {
 }
 
 std::string LocalRedisCluster::url() const {
-    std::string url = "redis+cluster://";
+    const bool tls = impl_->options.tls;
+    std::string url = tls ? "rediss+cluster://" : "redis+cluster://";
     for (std::size_t i = 0; i < impl_->nodes.size(); ++i) {
-        url += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(impl_->nodes[i]->redis_options().port);
+        url += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(tls ? impl_->tls_ports[i] : port(i));
     }
+    if (tls) url += "?tls_ca=" + impl_->certs.ca_file;
     return url;
+}
+
+int LocalRedisCluster::tls_port(std::size_t node) const {
+    impl_->node(node);
+    if (!impl_->options.tls) throw ConfigError("tls", "this cluster serves no TLS (LocalRedisClusterOptions::tls)");
+    return impl_->tls_ports[node];
+}
+
+const TlsCertificates& LocalRedisCluster::tls_certificates() const {
+    if (!impl_->options.tls) throw ConfigError("tls", "this cluster serves no TLS (LocalRedisClusterOptions::tls)");
+    return impl_->certs;
 }
 
 RedisOptions LocalRedisCluster::redis_options() const { return parse_redis_url(url()); }

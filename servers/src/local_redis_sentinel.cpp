@@ -23,7 +23,16 @@ using Clock = std::chrono::steady_clock;
 struct LocalRedisSentinel::Impl {
     LocalRedisSentinelOptions options;
     fs::path config_dir;
+    TlsCertificates certs;  // options.tls only, in config_dir
+    std::vector<int> tls_ports;
     std::vector<std::unique_ptr<LocalServers>> nodes;
+
+    // The node's redis-server arguments for TLS (none without options.tls).
+    std::vector<std::string> tls_args() {
+        if (!options.tls) return {};
+        tls_ports.push_back(free_loopback_port());
+        return tls_node_args(certs, tls_ports.back(), false);
+    }
 
     LocalServers& node(std::size_t i) const {
         if (i >= nodes.size()) throw ConfigError("node", std::to_string(i) + " is not a node (0..4)");
@@ -50,10 +59,15 @@ LocalRedisSentinel::LocalRedisSentinel(LocalRedisSentinelOptions options) : impl
     if (::mkdtemp(tmpl.data()) == nullptr) throw ConfigError("TMPDIR", "cannot create a temp dir for sentinel configs");
     m.config_dir = tmpl;
     try {
-        m.nodes.push_back(std::make_unique<LocalServers>(base));
-        const int master_port = m.nodes[0]->redis_options().port;
+        if (m.options.tls) m.certs = make_tls_certificates((m.config_dir / "tls").string());
+        LocalServersOptions master = base;
+        master.redis_extra_args = m.tls_args();
+        m.nodes.push_back(std::make_unique<LocalServers>(master));
+        // With TLS the replica and the sentinels reach the master on its TLS port.
+        const int master_port = m.options.tls ? m.tls_ports[kMaster] : m.nodes[0]->redis_options().port;
         LocalServersOptions replica = base;
-        replica.redis_extra_args = {"--replicaof", "127.0.0.1", std::to_string(master_port)};
+        replica.redis_extra_args = m.tls_args();
+        replica.redis_extra_args.insert(replica.redis_extra_args.end(), {"--replicaof", "127.0.0.1", std::to_string(master_port)});
         m.nodes.push_back(std::make_unique<LocalServers>(replica));
         for (int i = 0; i < 3; ++i) {
             const fs::path conf = m.config_dir / ("sentinel" + std::to_string(i) + ".conf");
@@ -65,6 +79,8 @@ LocalRedisSentinel::LocalRedisSentinel(LocalRedisSentinelOptions options) : impl
             LocalServersOptions sentinel = base;
             sentinel.redis_config_file = conf.string();
             sentinel.redis_extra_args = {"--sentinel"};
+            const auto tls = m.tls_args();
+            sentinel.redis_extra_args.insert(sentinel.redis_extra_args.end(), tls.begin(), tls.end());
             m.nodes.push_back(std::make_unique<LocalServers>(sentinel));
         }
         // Ready when the replica is in sync and each sentinel knows the replica and its peers.
@@ -96,11 +112,25 @@ LocalRedisSentinel::~LocalRedisSentinel() {
 }
 
 std::string LocalRedisSentinel::url() const {
-    std::string url = "redis+sentinel://";
+    const bool tls = impl_->options.tls;
+    std::string url = tls ? "rediss+sentinel://" : "redis+sentinel://";
     for (std::size_t s = kFirstSentinel; s < impl_->nodes.size(); ++s) {
-        url += (s > kFirstSentinel ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(port(s));
+        url += (s > kFirstSentinel ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(tls ? tls_port(s) : port(s));
     }
-    return url + "/" + impl_->options.master_name;
+    url += "/" + impl_->options.master_name;
+    if (tls) url += "?tls_ca=" + impl_->certs.ca_file;
+    return url;
+}
+
+int LocalRedisSentinel::tls_port(std::size_t node) const {
+    impl_->node(node);
+    if (!impl_->options.tls) throw ConfigError("tls", "this setup serves no TLS (LocalRedisSentinelOptions::tls)");
+    return impl_->tls_ports[node];
+}
+
+const TlsCertificates& LocalRedisSentinel::tls_certificates() const {
+    if (!impl_->options.tls) throw ConfigError("tls", "this setup serves no TLS (LocalRedisSentinelOptions::tls)");
+    return impl_->certs;
 }
 
 RedisOptions LocalRedisSentinel::redis_options() const { return parse_redis_url(url()); }

@@ -75,6 +75,19 @@ LocalServersOptions private_redis_node(const std::string& redis_server, std::chr
     return node;
 }
 
+std::vector<std::string> tls_node_args(const TlsCertificates& certs, int tls_port, bool cluster) {
+    std::vector<std::string> args = {
+        "--tls-port", std::to_string(tls_port),
+        "--tls-cert-file", certs.server_cert,
+        "--tls-key-file", certs.server_key,
+        "--tls-ca-cert-file", certs.ca_file,
+        "--tls-auth-clients", "no",
+        "--tls-replication", "yes",
+    };
+    if (cluster) args.insert(args.end(), {"--tls-cluster", "yes"});
+    return args;
+}
+
 bool poll_until(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds interval,
                 const std::function<bool()>& condition) {
     while (!condition()) {

@@ -24,6 +24,14 @@ std::string info_value(const std::string& text, const std::string& field);
 // N private ones.
 LocalServersOptions private_redis_node(const std::string& redis_server, std::chrono::milliseconds start_timeout);
 
+// The redis-server arguments of one node of a TLS topology (cluster, Sentinel): a TLS port
+// `tls_port` beside the plain one (kept for these probes and redis-cli, which speak no TLS), the
+// certificates of `certs` (every node presents the same server certificate, which names
+// 127.0.0.1), no client certificate asked for, and TLS between the nodes too (replication,
+// sentinel links, with `cluster` the cluster bus): each node announces its TLS port to TLS
+// clients, in CLUSTER SLOTS, MOVED / ASK and to the sentinels.
+std::vector<std::string> tls_node_args(const TlsCertificates& certs, int tls_port, bool cluster);
+
 // Calls `condition` (each call probes the real servers) every `interval` until it holds: true, or
 // false once `deadline` has passed. The topologies wait on state, never on a guessed delay.
 bool poll_until(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds interval,

@@ -332,24 +332,6 @@ TEST_F(TlsTest, ATlsServerOnAPlainRedisUrlIsAConnectionErrorNamingTheTlsHandshak
     EXPECT_LT(watch.elapsed(), 3s);
 }
 
-TEST(TlsTopologyTest, TlsOverClusterOrSentinelIsAConfigErrorBeforeAnyConnection) {
-    for (const RedisTopology topology : {RedisTopology::Cluster, RedisTopology::Sentinel}) {
-        RedisOptions o;
-        o.topology = topology;
-        o.nodes = {RedisEndpoint{"127.0.0.1", refused_port()}};
-        o.port = o.nodes.front().port;
-        o.sentinel_master = "m";
-        o.tls.enabled = true;
-        try {
-            RedisClient client(o);
-            ADD_FAILURE() << "accepted TLS over a cluster or Sentinel";
-        } catch (const ConfigError& e) {
-            EXPECT_EQ(e.part(), "tls");
-            EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // A server that requires a client certificate (--tls-auth-clients yes).
 

@@ -95,8 +95,8 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"Empty", "", "url"},
         Malformed{"HttpScheme", "http://localhost:6379", "scheme"},
         Malformed{"NoScheme", "localhost:6379", "scheme"},
-        Malformed{"TlsOverClusterNotSupportedYet", "rediss+cluster://a:1,b:2", "scheme"},
-        Malformed{"TlsOverSentinelNotSupportedYet", "rediss+sentinel://a:1/m", "scheme"},
+        Malformed{"TlsParameterOnAPlainClusterUrl", "redis+cluster://a:1?tls_ca=/ca.pem", kQp + "'tls_ca'"},
+        Malformed{"TlsClusterWithADatabase", "rediss+cluster://a:1/2", "database"},
         Malformed{"TlsParameterOnAPlainUrl", "redis://localhost?tls_ca=/etc/ca.pem", kQp + "'tls_ca'"},
         Malformed{"TlsVerifyUnknownValue", "rediss://localhost?tls_verify=strict", kQp + "'tls_verify'"},
         Malformed{"TlsVerifyIsCaseSensitive", "rediss://localhost?tls_verify=Full", kQp + "'tls_verify'"},
@@ -286,13 +286,38 @@ TEST(RedisUrl, EveryTlsParameter) {
 
 TEST(RedisUrl, ATlsErrorNeverShowsThePassword) {
     for (const char* url : {"rediss://:hunter2@h?tls_verify=maybe", "redis://u:hunter2@h?tls_ca=/ca.pem",
-                            "rediss+cluster://:hunter2@a:1"}) {
+                            "rediss+cluster://:hunter2@a:1?tls_verify=maybe"}) {
         try {
             parse_redis_url(url);
             ADD_FAILURE() << "accepted " << url;
         } catch (const ConfigError& e) {
             EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
         }
+    }
+}
+
+TEST(RedisUrl, RedissClusterAndSentinelTurnTlsOnForEveryNode) {
+    const RedisOptions c = parse_redis_url("rediss+cluster://:pw@a:7000,b:7001?tls_ca=/ca.pem&tls_verify=ca");
+    EXPECT_EQ(c.topology, RedisTopology::Cluster);
+    EXPECT_TRUE(c.tls.enabled);
+    EXPECT_EQ(c.tls.ca_file, "/ca.pem");
+    EXPECT_EQ(c.tls.verify, RedisTlsVerify::Ca);
+    ASSERT_EQ(c.nodes.size(), 2u);
+    EXPECT_EQ(c.nodes[1].port, 7001);
+    EXPECT_EQ(c.password, "pw");
+    const RedisOptions s = parse_redis_url("rediss+sentinel://a,b:26380/mymaster?tls_ca=/ca.pem");
+    EXPECT_EQ(s.topology, RedisTopology::Sentinel);
+    EXPECT_TRUE(s.tls.enabled);
+    EXPECT_EQ(s.sentinel_master, "mymaster");
+    EXPECT_EQ(s.nodes[0].port, 26379);
+    EXPECT_FALSE(parse_redis_url("redis+cluster://a:1").tls.enabled);
+    for (const RedisOptions& o : {c, s}) {
+        SCOPED_TRACE(to_url(o));
+        const RedisOptions back = parse_redis_url(to_url(o));
+        EXPECT_EQ(back.topology, o.topology);
+        EXPECT_TRUE(back.tls.enabled);
+        EXPECT_EQ(back.tls.ca_file, "/ca.pem");
+        EXPECT_EQ(back.nodes, o.nodes);
     }
 }
 

@@ -12,18 +12,19 @@ namespace lockstep::test {
 
 namespace {
 
-// LOCKSTEP_TEST_REDIS_TOPOLOGY: "standalone" for unset/"", "cluster" or "tls".
+// LOCKSTEP_TEST_REDIS_TOPOLOGY: "standalone" for unset/"", "cluster", "tls" or "tls-cluster" (a
+// cluster whose nodes serve TLS, reached by a rediss+cluster:// URL).
 std::string requested_topology() {
     const char* v = std::getenv("LOCKSTEP_TEST_REDIS_TOPOLOGY");
     const std::string topology = v ? v : "";
     if (topology.empty() || topology == "standalone") return "standalone";
-    if (topology == "cluster" || topology == "tls") return topology;
+    if (topology == "cluster" || topology == "tls" || topology == "tls-cluster") return topology;
     throw ConfigError("LOCKSTEP_TEST_REDIS_TOPOLOGY",
-                      "'" + topology + "' is not a test topology (standalone, cluster or tls)");
+                      "'" + topology + "' is not a test topology (standalone, cluster, tls or tls-cluster)");
 }
 
 bool cluster_requested() {
-    return requested_topology() == "cluster";
+    return requested_topology() == "cluster" || requested_topology() == "tls-cluster";
 }
 
 bool external_redis() {
@@ -45,6 +46,7 @@ TestServers::TestServers() {
         LocalRedisClusterOptions co;
         co.masters = 3;
         co.replicas_per_master = 0;
+        co.tls = requested_topology() == "tls-cluster";
         cluster_ = std::make_unique<LocalRedisCluster>(co);
         o.redis = false;
     }

@@ -10,8 +10,9 @@ namespace lockstep::locks_detail {
 void register_redis_lock_backend() {
     // redis:// and the topology schemes of cache/ (redis+cluster://, redis+sentinel://): one
     // RedisClient routes every lock key to its slot's master or to the sentinels' master.
-    // rediss://: the same over TLS (docs/tls.md).
-    for (const char* scheme : {"redis", "rediss", "redis+cluster", "redis+sentinel"}) {
+    // rediss://, rediss+cluster://, rediss+sentinel://: the same over TLS (docs/tls.md).
+    for (const char* scheme :
+         {"redis", "rediss", "redis+cluster", "redis+sentinel", "rediss+cluster", "rediss+sentinel"}) {
         register_lock_backend(scheme, [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
             ReplicationWait wait;  // ?wait_replicas=N&wait_timeout=D (RACES L8)
             return std::make_unique<RedisLockService>(parse_redis_url(take_replication_wait(url, wait)), std::move(o),
@@ -26,11 +27,14 @@ void register_redis_lock_backend() {
             return std::make_unique<RedisFairLockService>(parse_redis_url(redis_url), std::move(o));
         });
     }
-    // rediss-fair://: the fair mutex over TLS ("rediss-fair://h:p?tls_ca=..." opens "rediss://...").
-    register_lock_backend("rediss-fair", [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
-        const std::string redis_url = "rediss" + std::string(url.substr(std::string_view("rediss-fair").size()));
-        return std::make_unique<RedisFairLockService>(parse_redis_url(redis_url), std::move(o));
-    });
+    // rediss-fair://, rediss-fair+cluster://, rediss-fair+sentinel://: the fair mutex over TLS
+    // ("rediss-fair://h:p?tls_ca=..." opens "rediss://...").
+    for (const char* scheme : {"rediss-fair", "rediss-fair+cluster", "rediss-fair+sentinel"}) {
+        register_lock_backend(scheme, [](std::string_view url, LockServiceOptions o) -> std::unique_ptr<LockService> {
+            const std::string redis_url = "rediss" + std::string(url.substr(std::string_view("rediss-fair").size()));
+            return std::make_unique<RedisFairLockService>(parse_redis_url(redis_url), std::move(o));
+        });
+    }
 }
 
 }  // namespace lockstep::locks_detail

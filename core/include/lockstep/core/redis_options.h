@@ -4,11 +4,16 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace lockstep {
+
+namespace detail {
+class TlsContextShare;  // cache/src/tls_session.h
+}  // namespace detail
 
 // Which shape of Redis deployment the options describe (chosen by the URL scheme, uri.h).
 enum class RedisTopology {
@@ -31,7 +36,8 @@ enum class RedisTlsVerify {
     None,  // nothing: encrypts, but a man in the middle is not noticed (tests, trusted links)
 };
 
-// TLS for every connection of the options (rediss://). Off by default.
+// TLS for every connection of the options (rediss://, rediss+cluster://, rediss+sentinel://:
+// every Cluster node, the sentinels and the master alike). Off by default.
 struct RedisTlsOptions {
     bool enabled = false;
     // PEM file of the CA certificates to trust; empty: the system's default store.
@@ -44,6 +50,10 @@ struct RedisTlsOptions {
     // The name sent as SNI and checked against the certificate; empty: the host connected to
     // (an IP address is checked as an address and not sent as SNI).
     std::string server_name;
+    // Set by RedisClient (leave empty): the one SSL_CTX its connections share, so the files are
+    // read once per client, not per connection. Used only while ca_file, cert_file, key_file and
+    // verify are still the ones it was made for.
+    std::shared_ptr<detail::TlsContextShare> context_share;
 };
 
 struct RedisOptions {
@@ -86,7 +96,7 @@ struct RedisOptions {
     // to host:port as written. URL: address_map=<host>:<port>=<host>:<port>,...
     std::vector<std::pair<RedisEndpoint, RedisEndpoint>> address_map;
 
-    // TLS (rediss://, redis+cluster+tls:// is not supported yet; see docs/tls.md).
+    // TLS (rediss://, rediss+cluster://, rediss+sentinel://; docs/tls.md).
     RedisTlsOptions tls;
 };
 

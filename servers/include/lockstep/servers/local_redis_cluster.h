@@ -11,6 +11,12 @@
 // their nodes.conf (and so their cluster identity) but not their data: a restarted master
 // comes back empty, as after a crash without persistence.
 //
+// With `tls`, every node also listens on a TLS port (certificates from make_tls_certificates,
+// one CA for all nodes; the server certificate names 127.0.0.1) and speaks TLS on the cluster bus
+// and for replication (tls-cluster, tls-replication); url() is then the rediss+cluster:// URL of
+// the TLS ports. The plain ports stay open for the helper's own probes and redis-cli; a TLS
+// client is told TLS ports only (CLUSTER SLOTS, MOVED, ASK).
+//
 // Thread safety: as LocalServers (one thread drives it).
 #pragma once
 
@@ -21,6 +27,7 @@
 #include <vector>
 
 #include "lockstep/core/redis_options.h"
+#include "lockstep/servers/tls_certificates.h"
 
 namespace lockstep {
 
@@ -32,6 +39,8 @@ struct LocalRedisClusterOptions {
     std::string redis_server = "redis-server";
     std::string redis_cli = "redis-cli";  // Debian: package redis-tools
     std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
+    // Also serve TLS, and make url() a rediss+cluster:// URL (see above).
+    bool tls = false;
 };
 
 class LocalRedisCluster {
@@ -43,13 +52,17 @@ public:
     LocalRedisCluster(const LocalRedisCluster&) = delete;
     LocalRedisCluster& operator=(const LocalRedisCluster&) = delete;
 
-    // "redis+cluster://127.0.0.1:p0,127.0.0.1:p1,..." (every node is a seed).
+    // "redis+cluster://127.0.0.1:p0,127.0.0.1:p1,..." (every node is a seed); with tls
+    // "rediss+cluster://127.0.0.1:t0,...?tls_ca=<the CA>".
     std::string url() const;
     RedisOptions redis_options() const;
 
     std::size_t size() const noexcept;
     int port(std::size_t node) const;
     int pid(std::size_t node) const;  // 0 while killed
+    // With tls: the node's TLS port and the certificates (ConfigError without tls).
+    int tls_port(std::size_t node) const;
+    const TlsCertificates& tls_certificates() const;
 
     void kill(std::size_t node);     // SIGKILL, wait until gone
     void start(std::size_t node);    // same port and dir; waits for PING
