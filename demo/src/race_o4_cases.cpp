@@ -288,7 +288,7 @@ Trial skewed(const Setup& s, bool node_clock) {
         t.evidence = "both nodes read slot " + std::to_string(slots[0]) + (slots[0] == slots[1] ? "" : " / " + std::to_string(slots[1])) +
                      " from the server (their clocks " + std::to_string(offsets[0]) + " / " + std::to_string(offsets[1]) +
                      " ms off it); the slot ran " + std::to_string(runs.load()) + "x";
-        t.metrics = {{"runs", runs.load()}, {"node_a_offset_ms", static_cast<double>(offsets[0])},
+        t.metrics = {{"slot_runs", runs.load()}, {"node_a_offset_ms", static_cast<double>(offsets[0])},
                      {"node_b_offset_ms", static_cast<double>(offsets[1])}};
         return t;
     }
@@ -296,7 +296,7 @@ Trial skewed(const Setup& s, bool node_clock) {
     t.reproduced = runs.load() > 1;
     t.evidence = "node A (+5 s) locked slot " + std::to_string(slots[0]) + ", node B (-5 s) slot " + std::to_string(slots[1]) +
                  " (2 s slots), at the same moment: the slot ran " + std::to_string(runs.load()) + "x";
-    t.metrics = {{"runs", runs.load()}};
+    t.metrics = {{"slot_runs", runs.load()}};
     return t;
 }
 
