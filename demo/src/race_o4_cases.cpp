@@ -15,6 +15,7 @@
 //             one run;
 //   SIGSTOP   the holder is SIGSTOPped past its lease: the next node runs and commits the slot;
 //             the holder, SIGCONTed, commits late and is refused by the run record's fence check.
+// The SIGKILL and SIGSTOP trials are in race_o4_holder.cpp, with the holder process.
 #include <signal.h>
 
 #include <algorithm>
@@ -44,12 +45,42 @@
 
 namespace lockstep::demo {
 
+// What a trial of O4's cases shares (race_o4.h).
+O4Trial::O4Trial(DemoContext& ctx, const std::string& b)
+    : backend(b), url(demo_lock_url(ctx.services(), b, kO4ZooKeeperSessionMs)),
+      prefix(ctx.services().prefix() + ctx.unique("o4x") + ":"), job(ctx.services().prefix() + ctx.unique("o4-job")),
+      mysql_url(ctx.services().endpoints().mysql_url), db(ctx.services().db()) {}
+
+std::unique_ptr<LockService> O4Trial::open() const {
+    LockServiceOptions so;
+    so.prefix = prefix;
+    return open_lock_service(url, so);
+}
+
+std::int64_t O4Trial::effects() const {
+    const auto row = db.query_one("SELECT COUNT(*) AS n FROM demo_o4_effects WHERE job = ?", {job});
+    return row ? row->get<std::int64_t>("n") : 0;
+}
+
+std::pair<JobSchedule, std::int64_t> starting_now(LockService& s, std::chrono::milliseconds period) {
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(s.server_time().time_since_epoch()).count();
+    const std::int64_t offset = (now - 10) % period.count();
+    return {JobSchedule::every(period, std::chrono::milliseconds(offset)), offset};
+}
+
+void commit_run(MysqlPool& db, JobContext& run) {
+    Transaction tx(db);
+    run.record_run(tx);
+    record_effect(tx, run);
+    tx.commit();
+}
+
 namespace {
 
 using namespace std::chrono_literals;
+
 using Clock = std::chrono::steady_clock;
 
-constexpr int kZooKeeperSessionMs = 1500;  // a ZooKeeper hold's lease
 constexpr auto kSkew = 5s;
 constexpr std::size_t kConcurrentTrials = 15;  // one per row: --repeat runs more in waves
 
@@ -76,49 +107,8 @@ std::string label(const std::string& backend, int c) { return std::string(kLabel
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-// The lease a holder process asks for ("" : the backend's own, ZooKeeper's session timeout).
-std::string lease_of(const std::string& backend) {
-    if (backend == "redis") return "600";   // renewed every 200 ms while the holder runs
-    if (backend == "mysql") return "1000";  // the pinned session's wait_timeout (whole seconds); SIGKILL frees it at once
-    return "";
-}
 
-// What a trial shares: its lock URL and prefix, its job name, the database.
-struct Setup {
-    Setup(DemoContext& ctx, const std::string& b)
-        : backend(b), url(demo_lock_url(ctx.services(), b, kZooKeeperSessionMs)),
-          prefix(ctx.services().prefix() + ctx.unique("o4x") + ":"),
-          job(ctx.services().prefix() + ctx.unique("o4-job")), mysql_url(ctx.services().endpoints().mysql_url),
-          db(ctx.services().db()) {}
-    std::unique_ptr<LockService> open() const {
-        LockServiceOptions so;
-        so.prefix = prefix;
-        return open_lock_service(url, so);
-    }
-    std::int64_t effects() const {
-        const auto row = db.query_one("SELECT COUNT(*) AS n FROM demo_o4_effects WHERE job = ?", {job});
-        return row ? row->get<std::int64_t>("n") : 0;
-    }
-    std::string backend, url, prefix, job, mysql_url;
-    MysqlPool& db;
-};
-
-// A schedule whose current slot (server time) started 10 ms ago, and its offset.
-std::pair<JobSchedule, std::int64_t> starting_now(LockService& s, std::chrono::milliseconds period) {
-    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(s.server_time().time_since_epoch()).count();
-    const std::int64_t offset = (now - 10) % period.count();
-    return {JobSchedule::every(period, std::chrono::milliseconds(offset)), offset};
-}
-
-// The job of a node in this process: records the run and its effect, commits.
-void commit_run(MysqlPool& db, JobContext& run) {
-    Transaction tx(db);
-    run.record_run(tx);
-    record_effect(tx, run);
-    tx.commit();
-}
-
-Trial overrun(const Setup& s) {
+Trial overrun(const O4Trial& s) {
     auto a = s.open();
     auto b = s.open();
     const auto [schedule, offset] = starting_now(*a, 2000ms);
@@ -179,73 +169,7 @@ Trial overrun(const Setup& s) {
     return t;
 }
 
-// A node in this process tries the slot until it runs it (each try waits boundary_wait).
-JobRun take_over(const Setup& s, JobLock& node, std::chrono::milliseconds bound) {
-    const auto until = Clock::now() + bound;
-    JobRun r;
-    do {
-        r = node.run_once([&](JobContext& run) { commit_run(s.db, run); });
-        if (r.outcome != JobOutcome::Skipped) return r;
-        std::this_thread::sleep_for(20ms);
-    } while (Clock::now() < until);
-    return r;
-}
-
-Trial process_holder(const Setup& s, bool kill) {
-    auto b = s.open();
-    const auto period = 5000ms;
-    const auto [schedule, offset] = starting_now(*b, period);
-    HolderProcess holder({{"URL", s.url},
-                          {"PREFIX", s.prefix},
-                          {"JOB", s.job},
-                          {"PERIOD_MS", std::to_string(period.count())},
-                          {"OFFSET_MS", std::to_string(offset)},
-                          {"MYSQL", s.mysql_url},
-                          {"LEASE_MS", lease_of(s.backend)},
-                          {"RECORD", kill ? "first" : "last"}});
-    const auto running = holder.next_line(20s);
-    if (!running || running->rfind("RUNNING ", 0) != 0) {
-        throw std::runtime_error("the holder process did not run the job: " + running.value_or("no answer"));
-    }
-    const std::int64_t slot = std::stoll(running->substr(8));
-    const std::int64_t token = std::stoll(running->substr(running->rfind(' ') + 1));
-    JobLockOptions o;
-    o.boundary_wait = 100ms;
-    o.run_record = &s.db;
-    JobLock node(*b, s.job, schedule, o);
-    const auto signalled = Clock::now();
-    holder.signal(kill ? SIGKILL : SIGSTOP);
-    if (kill) holder.reap();
-    const JobRun r = take_over(s, node, 4000ms);
-    const double took = ms_since(signalled);
-    std::string late = "killed";
-    if (!kill) {
-        holder.signal(SIGCONT);
-        holder.send("COMMIT");
-        late = holder.next_line(20s).value_or("no answer");
-    }
-    if (r.outcome != JobOutcome::Ran) {
-        throw std::runtime_error("the next node did not run the slot within 4 s: " + std::string(to_string(r.outcome)) + " " +
-                                 r.skip_reason);
-    }
-    const auto effects = s.effects();
-    Trial t;
-    t.reproduced = effects != 1 || late == "COMMITTED";
-    std::string lease = "lease " + lease_of(s.backend) + " ms";
-    if (s.backend == "zookeeper") lease = "session timeout " + std::to_string(kZooKeeperSessionMs) + " ms";
-    if (s.backend == "mysql") lease = kill ? "GET_LOCK ends with the killed session" : "wait_timeout 1 s";
-    t.evidence = std::string("the next node ran slot ") + std::to_string(r.slot.index) +
-                 (r.slot.index == slot ? " (the holder's)" : " (NOT the holder's)") + " " + fixed1(took) + " ms after " +
-                 (kill ? "SIGKILL" : "SIGSTOP") + " (" + lease + "), token " + std::to_string(r.token) + " > " +
-                 std::to_string(token) + "; ";
-    if (!kill) t.evidence += "the SIGCONTed holder's late commit: " + late + "; ";
-    t.evidence += "the slot's effect committed " + std::to_string(effects) + "x";
-    t.metrics = {{"took_over_after_ms", took}, {"effects", static_cast<double>(effects)}};
-    if (!kill && late != "REFUSED" && late != "COMMITTED") throw std::runtime_error("the resumed holder said: " + late);
-    return t;
-}
-
-Trial skewed(const Setup& s, bool node_clock) {
+Trial skewed(const O4Trial& s, bool node_clock) {
     auto a = s.open();
     auto b = s.open();
     const auto [schedule, offset] = starting_now(*a, 2000ms);
@@ -301,13 +225,13 @@ Trial skewed(const Setup& s, bool node_clock) {
 }
 
 Trial trial(DemoContext& ctx, const std::string& backend, int c) {
-    const Setup s(ctx, backend);
+    const O4Trial s(ctx, backend);
     switch (c) {
         case kOverrun: return overrun(s);
-        case kKilled: return process_holder(s, true);
+        case kKilled: return holder_process_trial(s, true);
         case kNodeClock: return skewed(s, true);
         case kServerClock: return skewed(s, false);
-        default: return process_holder(s, false);
+        default: return holder_process_trial(s, false);
     }
 }
 

@@ -1,5 +1,5 @@
-// The node of O4's cases that runs in a process of its own (race_o4.h): the child's role and the
-// parent's handle on it.
+// The node of O4's cases that runs in a process of its own (race_o4.h): the child's role, the
+// parent's handle on it, and the SIGKILL / SIGSTOP trials that use them.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "lockstep/db/transaction.h"
 #include "lockstep/locks/lock_service.h"
 #include "race_o4.h"
+#include "stats.h"
 
 extern char** environ;
 
@@ -37,6 +40,30 @@ std::string setting(const char* name) {
 }
 
 void say(const std::string& line) { std::cout << line << std::endl; }
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// The lease a holder process asks for ("" : the backend's own, ZooKeeper's session timeout).
+std::string lease_of(const std::string& backend) {
+    if (backend == "redis") return "600";   // renewed every 200 ms while the holder runs
+    if (backend == "mysql") return "1000";  // the pinned session's wait_timeout (whole seconds); SIGKILL frees it at once
+    return "";
+}
+
+// A node in this process tries the slot until it runs it (each try waits boundary_wait).
+JobRun take_over(const O4Trial& s, JobLock& node, std::chrono::milliseconds bound) {
+    const auto until = Clock::now() + bound;
+    JobRun r;
+    do {
+        r = node.run_once([&](JobContext& run) { commit_run(s.db, run); });
+        if (r.outcome != JobOutcome::Skipped) return r;
+        std::this_thread::sleep_for(20ms);
+    } while (Clock::now() < until);
+    return r;
+}
 
 }  // namespace
 
@@ -181,6 +208,60 @@ void HolderProcess::reap() {
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
     pid_ = -1;
+}
+
+Trial holder_process_trial(const O4Trial& s, bool kill) {
+    auto b = s.open();
+    const auto period = 5000ms;
+    const auto [schedule, offset] = starting_now(*b, period);
+    HolderProcess holder({{"URL", s.url},
+                          {"PREFIX", s.prefix},
+                          {"JOB", s.job},
+                          {"PERIOD_MS", std::to_string(period.count())},
+                          {"OFFSET_MS", std::to_string(offset)},
+                          {"MYSQL", s.mysql_url},
+                          {"LEASE_MS", lease_of(s.backend)},
+                          {"RECORD", kill ? "first" : "last"}});
+    const auto running = holder.next_line(20s);
+    if (!running || running->rfind("RUNNING ", 0) != 0) {
+        throw std::runtime_error("the holder process did not run the job: " + running.value_or("no answer"));
+    }
+    const std::int64_t slot = std::stoll(running->substr(8));
+    const std::int64_t token = std::stoll(running->substr(running->rfind(' ') + 1));
+    JobLockOptions o;
+    o.boundary_wait = 100ms;
+    o.run_record = &s.db;
+    JobLock node(*b, s.job, schedule, o);
+    const auto signalled = Clock::now();
+    holder.signal(kill ? SIGKILL : SIGSTOP);
+    if (kill) holder.reap();
+    const JobRun r = take_over(s, node, 4000ms);
+    const double took = ms_since(signalled);
+    std::string late = "killed";
+    if (!kill) {
+        holder.signal(SIGCONT);
+        holder.send("COMMIT");
+        late = holder.next_line(20s).value_or("no answer");
+    }
+    if (r.outcome != JobOutcome::Ran) {
+        throw std::runtime_error("the next node did not run the slot within 4 s: " + std::string(to_string(r.outcome)) + " " +
+                                 r.skip_reason);
+    }
+    const auto effects = s.effects();
+    Trial t;
+    t.reproduced = effects != 1 || late == "COMMITTED";
+    std::string lease = "lease " + lease_of(s.backend) + " ms";
+    if (s.backend == "zookeeper") lease = "session timeout " + std::to_string(kO4ZooKeeperSessionMs) + " ms";
+    if (s.backend == "mysql") lease = kill ? "GET_LOCK ends with the killed session" : "wait_timeout 1 s";
+    t.evidence = std::string("the next node ran slot ") + std::to_string(r.slot.index) +
+                 (r.slot.index == slot ? " (the holder's)" : " (NOT the holder's)") + " " + fixed1(took) + " ms after " +
+                 (kill ? "SIGKILL" : "SIGSTOP") + " (" + lease + "), token " + std::to_string(r.token) + " > " +
+                 std::to_string(token) + "; ";
+    if (!kill) t.evidence += "the SIGCONTed holder's late commit: " + late + "; ";
+    t.evidence += "the slot's effect committed " + std::to_string(effects) + "x";
+    t.metrics = {{"took_over_after_ms", took}, {"effects", static_cast<double>(effects)}};
+    if (!kill && late != "REFUSED" && late != "COMMITTED") throw std::runtime_error("the resumed holder said: " + late);
+    return t;
 }
 
 }  // namespace lockstep::demo
