@@ -22,6 +22,7 @@
 #include "html_report.h"
 #include "report.h"
 #include "scenarios.h"
+#include "race_o4.h"
 #include "workers.h"
 
 namespace {
@@ -195,6 +196,7 @@ int main(int argc, char** argv) {
     if (!env_set("LOCKSTEP_LOG_LEVEL")) lockstep::logger()->set_level(spdlog::level::err);
     register_scenarios();
     if (argc >= 2 && std::string(argv[1]) == "__worker") return worker_main();
+    if (argc >= 2 && std::string(argv[1]) == "__o4-holder") return o4_holder_main();
 
     DemoOptions options;
     bool list = false;
