@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "lockstep/core/logging.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 
 namespace lockstep::bench {
 
@@ -66,7 +66,7 @@ Environment::Environment(Budget budget) : budget_(budget) {
     mysql_options_.pool_size = std::max(mysql_options_.pool_size, kMysqlPool);
     redis_ = std::make_unique<RedisClient>(redis_options_);
     db_ = std::make_unique<MysqlPool>(mysql_options_);
-    bootstrap_schema(*db_);
+    lockstep::testing::bootstrap_demo_schema(*db_);
 #if LOCKSTEP_BENCH_HAS_LOCKS
     LockClientOptions lo;
     lo.prefix = "lsb" + std::to_string(::getpid()) + ":";

@@ -17,7 +17,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/db/mysql_pool.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 #include "lockstep/servers/local_servers.h"
 #include "html_report.h"
 #include "report.h"
@@ -120,7 +120,7 @@ int run(const DemoOptions& options) {
     }
 
     Services services(endpoints, prefix, options.workers() + 4);
-    bootstrap_schema(services.db());
+    lockstep::testing::bootstrap_demo_schema(services.db());
     Report report;
     DemoContext ctx(options, services, report, id_base);
 

@@ -22,7 +22,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/db/mysql_pool.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 #include "lockstep/invalidation/binlog_invalidator.h"
 #include "lockstep/servers/local_servers.h"
 #include "product_repository.h"
@@ -66,7 +66,7 @@ Pair& pair(DemoContext& ctx) {
             o.mysql_replica = true;
             q.own = std::make_unique<LocalServers>(o);
             q.primary_pool = std::make_unique<MysqlPool>(q.own->mysql_options());
-            bootstrap_schema(*q.primary_pool);
+            lockstep::testing::bootstrap_demo_schema(*q.primary_pool);
             q.primary = q.primary_pool.get();
             q.replica_options = q.own->mysql_replica_options();
         }

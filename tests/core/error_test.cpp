@@ -15,8 +15,6 @@ TEST(ErrorKinds, EachTypeGivesItsRecovery) {
     EXPECT_EQ(ConnectionError("x").recovery(), Recovery::RetryCall);
     EXPECT_EQ(TimeoutError("x").recovery(), Recovery::RetryCall);
     EXPECT_EQ(ProtocolError("x").recovery(), Recovery::GiveUp);
-    EXPECT_EQ(NotOwnerError("x").recovery(), Recovery::GiveUp);
-    EXPECT_EQ(LockLostError("x").recovery(), Recovery::RetryTransaction);
     EXPECT_EQ(ConflictError("x").recovery(), Recovery::RetryTransaction);
     EXPECT_EQ(DbError("deadlock", 1213, "40001").recovery(), Recovery::RetryTransaction);
 }
@@ -25,13 +23,13 @@ TEST(ErrorKinds, RecoveryIsVirtualThroughTheRoot) {
     // Callers catch `const Error&` and ask it; the advice must survive slicing to the base.
     auto advice = [](const Error& e) { return e.recovery(); };
     EXPECT_EQ(advice(TimeoutError("x")), Recovery::RetryCall);
-    EXPECT_EQ(advice(LockLostError("x")), Recovery::RetryTransaction);
+    EXPECT_EQ(advice(ConflictError("x")), Recovery::RetryTransaction);
     EXPECT_EQ(advice(DbError("gone", 2006, "HY000")), Recovery::RetryCall);
 }
 
 TEST(ErrorKinds, HierarchyLetsCallersCatchBroadly) {
     EXPECT_THROW(throw TimeoutError("t"), ConnectionError);
-    EXPECT_THROW(throw NotOwnerError("n"), Error);
+    EXPECT_THROW(throw ProtocolError("p"), Error);
     EXPECT_THROW(throw DbError("d", 1, "HY000"), Error);
     EXPECT_THROW(throw ConfigError("p", "w"), std::runtime_error);
 }
@@ -85,7 +83,7 @@ TEST(RecoveryOf, LockstepErrorsAnswerForThemselves) {
     EXPECT_EQ(recovery_of(TimeoutError("t")), Recovery::RetryCall);
     EXPECT_EQ(recovery_of(ConflictError("c")), Recovery::RetryTransaction);
     EXPECT_EQ(recovery_of(DbError("d", 1205, "HY000")), Recovery::RetryTransaction);
-    EXPECT_EQ(recovery_of(NotOwnerError("n")), Recovery::GiveUp);
+    EXPECT_EQ(recovery_of(ProtocolError("p")), Recovery::GiveUp);
 }
 
 TEST(RecoveryOf, ForeignExceptionsGiveUp) {

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "lockstep/db/db.h"
+#include "lockstep/servers/demo_schema.h"
 #include "test_servers.h"
 
 namespace lockstep::test {
@@ -34,7 +35,7 @@ class DbTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         MysqlPool pool(db_options());
-        bootstrap_schema(pool);
+        lockstep::testing::bootstrap_demo_schema(pool);
     }
 
     void SetUp() override { pool_ = std::make_unique<MysqlPool>(db_options()); }

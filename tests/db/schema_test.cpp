@@ -1,4 +1,5 @@
-// The schema bootstrap: idempotent, safe concurrently, and the tables have the promised shape.
+// The demo schema (lockstep::testing) and the library's own outbox table: idempotent, safe
+// concurrently, the tables have the promised shape, and a table of an older shape is reported.
 #include <unistd.h>
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "db_test_support.h"
+#include "lockstep/strategies/outbox.h"
 
 namespace lockstep::test {
 namespace {
@@ -15,9 +17,9 @@ namespace {
 class SchemaTest : public DbTest {};
 
 TEST_F(SchemaTest, BootstrapTwiceIsHarmless) {
-    bootstrap_schema(pool());
+    lockstep::testing::bootstrap_demo_schema(pool());
     const std::int64_t id = make_product(3);
-    bootstrap_schema(pool());  // existing tables and their rows are left alone
+    lockstep::testing::bootstrap_demo_schema(pool());  // existing tables and their rows are left alone
     EXPECT_EQ(stock_of(id), 3);
     const auto tables = pool().query(
         "SELECT TABLE_NAME AS t, ENGINE AS e, TABLE_COLLATION AS c FROM information_schema.TABLES "
@@ -37,7 +39,7 @@ TEST_F(SchemaTest, BootstrapFromSeveralThreadsAtOnce) {
         threads.emplace_back([&] {
             try {
                 MysqlPool own(db_options());
-                bootstrap_schema(own);
+                lockstep::testing::bootstrap_demo_schema(own);
             } catch (const std::exception& e) {
                 ADD_FAILURE() << e.what();
                 ++failures;
@@ -86,7 +88,7 @@ TEST_F(SchemaTest, ATableMissingAColumnIsReportedNotIgnored) {
         "CREATE TABLE products (id BIGINT PRIMARY KEY, name VARCHAR(10), price BIGINT, "
         "stock INT, version BIGINT)");  // an older shape, without `fence`
     try {
-        bootstrap_schema(conn);
+        lockstep::testing::bootstrap_demo_schema(conn);
         FAIL() << "bootstrap accepted a products table without fence";
     } catch (const ConfigError& e) {
         const std::string what = e.what();
@@ -100,10 +102,41 @@ TEST_F(SchemaTest, BootstrapWithoutADatabaseIsATypedError) {
     o.database.clear();
     MysqlConnection conn(o);
     try {
-        bootstrap_schema(conn);
+        lockstep::testing::bootstrap_demo_schema(conn);
         FAIL() << "created tables without a database";
     } catch (const DbError& e) {
         EXPECT_EQ(e.code(), 1046);  // ER_NO_DB_ERROR
+    }
+}
+
+TEST_F(SchemaTest, AServiceCreatesTheOutboxTableAloneAndAnOlderShapeIsReported) {
+    const std::string db = "lockstep_outbox_" + std::to_string(::getpid());
+    PooledMysqlConnection admin = pool().acquire();
+    admin->execute_unprepared("DROP DATABASE IF EXISTS " + db);
+    admin->execute_unprepared("CREATE DATABASE " + db);
+    struct DropDatabase {
+        MysqlConnection& conn;
+        std::string db;
+        ~DropDatabase() { conn.execute_unprepared("DROP DATABASE IF EXISTS " + db); }
+    } drop{*admin, db};
+
+    MysqlOptions o = db_options();
+    o.database = db;
+    MysqlPool service(o);
+    create_outbox_table(service);
+    create_outbox_table(service);  // idempotent
+    const auto tables = service.query(
+        "SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()");
+    ASSERT_EQ(tables.size(), 1u);
+    EXPECT_EQ(tables[0].get<std::string>("t"), "outbox");
+
+    service.execute("DROP TABLE outbox");
+    service.execute("CREATE TABLE outbox (id BIGINT PRIMARY KEY, created_at DATETIME(3))");
+    try {
+        create_outbox_table(service);
+        FAIL() << "accepted an outbox table without cache_key";
+    } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("'cache_key'"), std::string::npos) << e.what();
     }
 }
 

@@ -39,7 +39,7 @@
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/db/pooled_mysql_connection.h"
 #include "lockstep/db/row.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 #include "lockstep/db/sql_value.h"
 #include "lockstep/db/table_schema.h"
 #include "lockstep/db/transaction.h"

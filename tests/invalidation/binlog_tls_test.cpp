@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "invalidation_test_support.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 #include "lockstep/invalidation/binlog_stream.h"
 #include "lockstep/servers/tls_certificates.h"
 #include "lockstep/strategies/write_then_delete.h"
@@ -66,7 +66,7 @@ MysqlPool& tls_db() {
         root.execute(std::string("CREATE USER tls_follower@'%' IDENTIFIED BY '") + kFollowerPassword + "' REQUIRE SSL");
         root.execute("GRANT ALL ON *.* TO tls_follower@'%'");
         auto* p = new MysqlPool(follower_account(MysqlTlsMode::VerifyIdentity));
-        bootstrap_schema(*p);
+        lockstep::testing::bootstrap_demo_schema(*p);
         return p;
     }();
     return *pool;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "lockstep/core/uri.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 
 extern char** environ;
 
@@ -50,7 +50,7 @@ MysqlPool& db() {
         MysqlOptions o = servers().mysql_options();
         o.pool_size = 16;
         auto* p = new MysqlPool(o);
-        bootstrap_schema(*p);
+        lockstep::testing::bootstrap_demo_schema(*p);
         return p;
     }();
     return *pool;

@@ -17,7 +17,7 @@
 
 #include "invalidation_test_support.h"
 #include "lockstep/core/uri.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 #include "lockstep/invalidation/position_store.h"
 #include "lockstep/servers/local_servers.h"
 
@@ -38,7 +38,7 @@ protected:
         o.mysql_replica = true;
         servers_ = std::make_unique<LocalServers>(o);
         primary_ = std::make_unique<MysqlPool>(servers_->mysql_options());
-        bootstrap_schema(*primary_);
+        lockstep::testing::bootstrap_demo_schema(*primary_);
         replica_ = std::make_unique<MysqlPool>(servers_->mysql_replica_options());
         prefix_ = fresh_prefix();
         for (int i = 0; i < 120; ++i) ids_.push_back(fresh_id());

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "invalidation_test_support.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 #include "lockstep/strategies/lease.h"
 #include "lockstep/strategies/write_then_delete.h"
 
@@ -37,7 +37,7 @@ LocalServers& replicated() {
 MysqlPool& primary() {
     static MysqlPool* p = [] {
         auto* pool = new MysqlPool(replicated().mysql_options());
-        bootstrap_schema(*pool);
+        lockstep::testing::bootstrap_demo_schema(*pool);
         replicated().wait_for_replica();  // the tables exist on the replica too
         return pool;
     }();

@@ -17,7 +17,7 @@
 #include "backends.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/db/mysql_pool.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 #include "lockstep/strategies/cached_repository.h"
 #include "test_servers.h"
 
@@ -78,7 +78,7 @@ TYPED_TEST(RepositoryOverBackend, WritersAndReadersOfOneKeyLeaveTheCacheFresh) {
     auto mysql = servers().mysql_options();
     mysql.pool_size = 16;
     MysqlPool db(mysql);
-    bootstrap_schema(db);
+    lockstep::testing::bootstrap_demo_schema(db);
     auto redis_options = servers().redis_options();
     redis_options.pool_size = 32;
     RedisClient redis(redis_options);

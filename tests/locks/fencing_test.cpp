@@ -13,7 +13,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/db/fenced_write.h"
 #include "lockstep/db/mysql_pool.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 #include "lockstep/locks/redis_mutex.h"
 #include "lockstep/locks/redis_read_write_lock.h"
 #include "test_servers.h"
@@ -119,7 +119,7 @@ class FencedWriteTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         pool_ = std::make_unique<MysqlPool>(test::servers().mysql_options());
-        bootstrap_schema(*pool_);
+        lockstep::testing::bootstrap_demo_schema(*pool_);
     }
     static void TearDownTestSuite() { pool_.reset(); }
     void SetUp() override {

@@ -22,7 +22,7 @@
 #include "lockstep/cache/redis_near_cache.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/db/db.h"
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 #include "lockstep/servers/fault_proxy.h"
 #include "lockstep/strategies/strategies.h"
 #include "test_servers.h"
@@ -57,7 +57,7 @@ Entity<Product> product_entity() {
 MysqlPool& db() {
     static MysqlPool* pool = [] {
         auto* p = new MysqlPool(servers().mysql_options());
-        bootstrap_schema(*p);
+        lockstep::testing::bootstrap_demo_schema(*p);
         return p;
     }();
     return *pool;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "lockstep/core/uri.h"
+#include "lockstep/servers/demo_schema.h"
 #include "test_servers.h"
 
 extern char** environ;
@@ -60,7 +61,7 @@ namespace {
 
 struct Clients {
     Clients() : pool(strategies_mysql_options()), redis(strategies_redis_options()), locks(redis) {
-        bootstrap_schema(pool);
+        lockstep::testing::bootstrap_demo_schema(pool);
     }
     MysqlPool pool;
     RedisClient redis;

@@ -62,20 +62,6 @@ public:
     using Error::Error;
 };
 
-// A lock was released (or renewed) by someone who does not hold it. Never a silent success.
-class NotOwnerError : public Error {
-public:
-    using Error::Error;
-};
-
-// A lock this owner held has expired or been deleted under it (its lease ran out, the server
-// restarted). Work done under it must be treated as unprotected.
-class LockLostError : public Error {
-public:
-    using Error::Error;
-    Recovery recovery() const noexcept override { return Recovery::RetryTransaction; }
-};
-
 // A guarded write lost to a newer writer: a stale fencing token, a version check that failed.
 class ConflictError : public Error {
 public:

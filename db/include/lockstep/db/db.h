@@ -8,6 +8,5 @@
 #include "lockstep/db/mysql_tls.h"
 #include "lockstep/db/pooled_mysql_connection.h"
 #include "lockstep/db/row.h"
-#include "lockstep/db/schema.h"
 #include "lockstep/db/sql_value.h"
 #include "lockstep/db/transaction.h"

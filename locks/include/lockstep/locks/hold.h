@@ -33,6 +33,7 @@
 #include <stop_token>
 #include <string>
 
+#include "lockstep/locks/lock_errors.h"
 #include "lockstep/locks/lock_loss.h"
 
 namespace lockstep {

@@ -1,9 +1,24 @@
-// Lock errors beyond the core tree (core/error.h has NotOwnerError and LockLostError).
+// The errors of the lock layer, every backend's. Each is a lockstep::Error (core/error.h), so
+// callers that only want recovery() need not name them.
 #pragma once
 
 #include "lockstep/core/error.h"
 
 namespace lockstep {
+
+// A lock was released (or renewed) by someone who does not hold it. Never a silent success.
+class NotOwnerError : public Error {
+public:
+    using Error::Error;
+};
+
+// A lock this owner held has expired or been deleted under it (its lease ran out, the server
+// restarted). Work done under it must be treated as unprotected.
+class LockLostError : public Error {
+public:
+    using Error::Error;
+    Recovery recovery() const noexcept override { return Recovery::RetryTransaction; }
+};
 
 // A thread holding the read side of a RedisReadWriteLock asked for the write side. Upgrading
 // is refused instead of waiting: two readers both upgrading would wait for each other forever.

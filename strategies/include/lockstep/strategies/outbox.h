@@ -27,12 +27,20 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace lockstep {
 
 class EntryStore;
 class MysqlPool;
 class Transaction;
+
+// The outbox table's statement (CREATE TABLE IF NOT EXISTS; for operators who create their
+// schema by hand), and a call that runs it and then checks the columns Outbox uses: ConfigError
+// naming a missing column of a table that already existed. Idempotent, safe from several
+// processes at once; DbError / ConnectionError as any statement.
+std::string_view outbox_table_statement();
+void create_outbox_table(MysqlPool& db);
 
 struct OutboxOptions {
     // A row not done after this long is replayed (its key deleted). Longer than a normal

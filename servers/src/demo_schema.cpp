@@ -1,4 +1,4 @@
-#include "lockstep/db/schema.h"
+#include "lockstep/servers/demo_schema.h"
 
 #include <set>
 #include <string>
@@ -6,8 +6,9 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
+#include "lockstep/strategies/outbox.h"
 
-namespace lockstep {
+namespace lockstep::testing {
 namespace {
 
 constexpr std::string_view kProducts = R"sql(CREATE TABLE IF NOT EXISTS products (
@@ -32,15 +33,7 @@ constexpr std::string_view kOrders = R"sql(CREATE TABLE IF NOT EXISTS orders (
   KEY orders_by_product (product_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4)sql";
 
-constexpr std::string_view kOutbox = R"sql(CREATE TABLE IF NOT EXISTS outbox (
-  id BIGINT NOT NULL AUTO_INCREMENT,
-  cache_key VARBINARY(1024) NOT NULL,
-  created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
-  PRIMARY KEY (id),
-  KEY outbox_by_age (created_at)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4)sql";
-
-// The columns lockstep's own SQL relies on, per table.
+// The columns the demo's SQL relies on, per table.
 const std::vector<std::pair<std::string, std::vector<std::string>>>& required_columns() {
     static const std::vector<std::pair<std::string, std::vector<std::string>>> columns = {
         {"products", {"id", "name", "price", "stock", "version", "fence"}},
@@ -71,20 +64,20 @@ void verify_columns(MysqlConnection& conn) {
 
 }  // namespace
 
-const std::vector<std::string_view>& schema_statements() {
-    static const std::vector<std::string_view> statements = {kProducts, kOrders, kOutbox};
+const std::vector<std::string_view>& demo_schema_statements() {
+    static const std::vector<std::string_view> statements = {kProducts, kOrders, outbox_table_statement()};
     return statements;
 }
 
-void bootstrap_schema(MysqlConnection& connection) {
-    for (std::string_view statement : schema_statements()) connection.execute_unprepared(statement);
+void bootstrap_demo_schema(MysqlConnection& connection) {
+    for (std::string_view statement : demo_schema_statements()) connection.execute_unprepared(statement);
     verify_columns(connection);
-    logger()->debug("mysql: schema ready (products, orders, outbox)");
+    logger()->debug("mysql: demo schema ready (products, orders, outbox)");
 }
 
-void bootstrap_schema(MysqlPool& pool) {
+void bootstrap_demo_schema(MysqlPool& pool) {
     PooledMysqlConnection conn = pool.acquire();
-    bootstrap_schema(*conn);
+    bootstrap_demo_schema(*conn);
 }
 
-}  // namespace lockstep
+}  // namespace lockstep::testing
