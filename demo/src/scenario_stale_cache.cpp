@@ -18,6 +18,7 @@
 #include "consistency_checker.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/db/mysql_pool.h"
+#include "lockstep/servers/freshness_history.h"
 #include "products.h"
 #include "scenarios.h"
 #include "stale_cache.h"
@@ -64,6 +65,13 @@ json load_role(Worker& w) {
     }, -1);
     std::vector<ReadRecord> reads;
     std::vector<WriteRecord> writes;
+    // The same operations for the FreshnessHistory, as FreshnessOp lines (monotonic times).
+    json fresh = json::array();
+    auto record = [&](FreshnessOp::Kind kind, std::int64_t id, std::int64_t version, std::int64_t at) {
+        fresh.push_back(
+            FreshnessOp{w.index, 0, std::to_string(id), kind, version, at, monotonic_us(), FreshnessOp::Outcome::Ok}
+                .to_line());
+    };
     Samples read_ms, write_ms;
     const auto start = wall_us();
     for (int i = 0; i < ops; ++i) {
@@ -71,17 +79,22 @@ json load_role(Worker& w) {
         if (percent(rng) < read_percent) {
             auto t0 = std::chrono::steady_clock::now();
             const auto s = wall_us();
+            const auto at = monotonic_us();
             auto v = repo.get_versioned(id);
+            record(FreshnessOp::Kind::Read, id, v ? v->version : 0, at);
             reads.push_back({id, v ? v->version : 0, s, wall_us()});
             read_ms.add(ms_between(t0, std::chrono::steady_clock::now()));
         } else {
             auto t0 = std::chrono::steady_clock::now();
             std::int64_t written = 0;
             const auto price = static_cast<std::int64_t>(rng() % 100000);
-            repo.update(id, [&](Product& p) {
+            const auto at = monotonic_us();
+            const auto stored = repo.update(id, [&](Product& p) {
                 written = p.version + 1;  // the repository writes version + 1
                 p.price = price;
             });
+            // The stored row carries the exact version written (the repository may write more than + 1).
+            record(FreshnessOp::Kind::Write, id, stored ? stored->version : 0, at);
             writes.push_back({id, written, commit_us, wall_us()});
             write_ms.add(ms_between(t0, std::chrono::steady_clock::now()));
         }
@@ -90,6 +103,7 @@ json load_role(Worker& w) {
     if (!repo.settle(30s)) throw TimeoutError("background deletes did not drain");
     return {{"reads", ConsistencyChecker::to_json(reads)},
             {"writes", ConsistencyChecker::to_json(writes)},
+            {"fresh", std::move(fresh)},
             {"read_ms", read_ms.to_json()},
             {"write_ms", write_ms.to_json()},
             {"start_us", start},
@@ -171,11 +185,19 @@ void load_case(DemoContext& ctx, const std::string& strategy, const std::string&
         results = run_workers(ctx, std::vector<WorkerSpec>(workers, WorkerSpec{"stale.load", args}));
         for (const auto& smp : sampler.samples()) checker.add(smp);
     }
+    // Closed when a lock keeps backfills and writes apart, or the strategy refuses stale sets
+    // (as add_race_c1_c4_load): no stale read after a write returned. Otherwise C2/C4 stay open
+    // until the TTL (docs/strategies.md), the bound the history is checked against.
+    const bool closed = mode != "None" || strategy == "WriteThrough" || strategy == "Lease";
+    FreshnessHistory history(label(strategy, mode));
     Samples read_ms, write_ms;
     std::int64_t start = INT64_MAX, end = 0;
     long long refused = 0, hits = 0, misses = 0;
     for (const auto& x : results) {
         checker.add_json(x["reads"], x["writes"]);
+        for (const auto& line : x["fresh"]) {
+            if (auto op = FreshnessOp::from_line(line.get<std::string>())) history.add(std::move(*op));
+        }
         read_ms.merge(Samples::from_json(x["read_ms"]));
         write_ms.merge(Samples::from_json(x["write_ms"]));
         start = std::min(start, x["start_us"].get<std::int64_t>());
@@ -186,6 +208,10 @@ void load_case(DemoContext& ctx, const std::string& strategy, const std::string&
     }
     for (const auto& [id, key] : keys) checker.final_state(id, cached_version(s.redis(), key), db_version(s.db(), id));
     ConsistencyReport c = checker.analyse();
+    const auto ttl = local.options().ttl + local.options().ttl_jitter;
+    const FreshnessCheck fresh =
+        history.check(closed ? std::chrono::microseconds(0) : std::chrono::microseconds(ttl));
+    if (!fresh.ok() && closed) ctx.progress(std::string(kScenario) + ": " + fresh.describe(1));
     const double seconds = std::max(1e-6, static_cast<double>(end - start) / 1e6);
     const double ops_per_s = static_cast<double>(read_ms.size() + write_ms.size()) / seconds;
     const bool lasting = c.lasting_stale_reads > 0 || c.lasting_stale_entries > 0 || !c.disagreeing_keys.empty();
@@ -194,7 +220,10 @@ void load_case(DemoContext& ctx, const std::string& strategy, const std::string&
                  fixed2(c.stale_read_rate * 100) + "%), " + std::to_string(c.lasting_stale_reads) +
                  " after the write had returned; stale entries lived max " + fixed1(c.stale_entry_life_max_ms) +
                  " ms, p99 " + fixed1(c.stale_entry_life_p99_ms) + " ms; " + std::to_string(c.disagreeing_keys.size()) +
-                 " keys disagree after drain";
+                 " keys disagree after drain; freshness history: " + std::to_string(fresh.anomalies.size()) +
+                 " anomalies beyond " + (closed ? std::string("0 ms") : "the TTL (bound open: C2/C4)") + ", " +
+                 std::to_string(fresh.stale_within_bound) + " stale within, latest " +
+                 fixed1(static_cast<double>(fresh.max_late_us) / 1000) + " ms";
     r.cost = fixed1(ops_per_s) + " ops/s, read p99 " + fixed2(read_ms.percentile(99)) + " ms, write p99 " +
              fixed2(write_ms.percentile(99)) + " ms";
     r.metric("reads", static_cast<double>(c.reads))
@@ -208,6 +237,9 @@ void load_case(DemoContext& ctx, const std::string& strategy, const std::string&
         .metric("lasting_stale_entries", static_cast<double>(c.lasting_stale_entries))
         .metric("stale_entry_life_max_ms", c.stale_entry_life_max_ms)
         .metric("stale_entry_life_p99_ms", c.stale_entry_life_p99_ms)
+        .metric("freshness_anomalies", static_cast<double>(fresh.anomalies.size()))
+        .metric("freshness_stale_within_bound", static_cast<double>(fresh.stale_within_bound))
+        .metric("freshness_latest_stale_ms", static_cast<double>(fresh.max_late_us) / 1000)
         .metric("cache_samples", static_cast<double>(c.samples))
         .metric("keys_disagreeing_after_drain", static_cast<double>(c.disagreeing_keys.size()))
         .metric("stale_sets_refused", static_cast<double>(refused))
