@@ -30,6 +30,9 @@ constexpr int kFairCycle = 23;   // the fair Redis mutex against the same floor
 constexpr int kNearHit = 12;     // 12..15: near hit, near miss, memory per near entry, delivery
 constexpr int kHoldCycle = 24;   // a movable Hold's cycle against lock()/unlock()
 constexpr int kLossDetection = 120;  // 120..124: a partitioned holder's loss margin per backend
+constexpr int kTlsHit = 130;     // 130..132: cache hit, lock cycle, point SELECT over TLS ÷ plain
+constexpr int kTlsCycle = 131;
+constexpr int kTlsSelect = 132;
 constexpr int kScale = 200;      // --scale: one row per size of each curve, in registration order
 }  // namespace row_order
 
@@ -53,6 +56,8 @@ void register_lock_backends(Environment& env, Plan& plan);
 void register_cluster(Environment& env, Plan& plan);
 // A holder partitioned by fault proxies: how long before a rival acquires it knows, per backend.
 void register_loss_detection(Environment& env, Plan& plan);
+// A cache hit, a lock cycle and a point SELECT over TLS ÷ the same in plain text, same servers.
+void register_tls(Environment& env, Plan& plan);
 #endif
 
 #if LOCKSTEP_BENCH_HAS_STRATEGIES

@@ -151,6 +151,7 @@ int run(int argc, char** argv) {
         register_lock_backends(env, plan);
         register_cluster(env, plan);
         register_loss_detection(env, plan);
+        register_tls(env, plan);
 #else
         const std::string no_locks = "lockstep was built without its locks layer (LOCKSTEP_DEV_LAYERS)";
         plan.add_not_built(row_order::kLockCycle, "uncontended lock cycle", "≤ 1.15×", no_locks);

@@ -92,7 +92,7 @@ struct MysqlConnection::Impl {
         try {
             return std::forward<F>(f)();
         } catch (const sql::SQLException& e) {
-            DbError error = db_detail::to_db_error(e, db_detail::describe_statement(verb, sql));
+            DbError error = db_detail::to_session_db_error(e, db_detail::describe_statement(verb, sql));
             if (db_detail::breaks_connection(error)) {
                 logger()->info("mysql: connection to {} broken: {}", server, error.what());
                 mark_broken("error " + std::to_string(error.code()));

@@ -134,6 +134,17 @@ DbError to_db_error(const sql::SQLException& e, std::string_view during) {
     return error;
 }
 
+DbError to_session_db_error(const sql::SQLException& e, std::string_view during) {
+    constexpr int kTlsError = 2026;   // CR_SSL_CONNECTION_ERROR
+    constexpr int kServerLost = 2013; // CR_SERVER_LOST
+    if (e.getErrorCode() != kTlsError) return to_db_error(e, during);
+    std::string message = redact_server_message(e.what());
+    DbError error(std::string(during) + ": " + message + " (the TLS session ended: connection lost)", kServerLost,
+                  "HY000");
+    logger()->debug("mysql error: {} (recovery: {})", error.what(), to_string(error.recovery()));
+    return error;
+}
+
 bool breaks_connection(const DbError& error) noexcept {
     const int code = error.code();
     if (code >= 2000 && code < 3000) return true;  // client-side CR_* errors: lost, gone, out of sync

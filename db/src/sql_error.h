@@ -18,6 +18,13 @@ namespace lockstep::db_detail {
 // first (redact_server_message).
 DbError to_db_error(const sql::SQLException& e, std::string_view during);
 
+// The same for a statement on an open session, where a TLS error (2026, CR_SSL_CONNECTION_ERROR)
+// is the encrypted stream ending -- OpenSSL's "unexpected eof while reading" when the server
+// closed or KILLed the session -- and so becomes 2013 (CR_SERVER_LOST), what plain TCP reports
+// for the same loss: RetryCall on a new session. At connect a 2026 stays (a certificate that
+// fails the check is not retried).
+DbError to_session_db_error(const sql::SQLException& e, std::string_view during);
+
 // `message` (a MySQL/MariaDB error text) with every quoted value replaced by '?': identifiers
 // (key, column, table, user, host names) are kept, row values and literals are not. The rule and
 // the server messages it was checked against are in sql_error.cpp.

@@ -7,6 +7,9 @@
 #include <ma_pvio.h>
 #include <mariadb_rpl.h>
 #include <poll.h>
+#include <openssl/ssl.h>
+
+#include <string_view>
 
 #include "lockstep/db/mysql_tls.h"
 #include "lockstep/invalidation/binlog_event.h"
@@ -16,6 +19,21 @@ namespace lockstep {
 namespace {
 
 constexpr unsigned kErrorPositionLost = 1236;  // ER_MASTER_FATAL_ERROR_READING_BINLOG
+
+// What a connection's pvio->ctls points to: ma_tls.h's st_ma_pvio_tls (Connector/C 3.x), which
+// ma_pvio.h leaves as void outside the connector's own build (without HAVE_TLS).
+struct ConnectorTls {
+    void* data;
+    MARIADB_PVIO* pvio;
+    void* ssl;  // SSL* with OpenSSL
+};
+
+// Whether libmariadb's TLS is OpenSSL's (then a connection's MARIADB_TLS::ssl is an SSL*).
+bool openssl_tls(MYSQL* m) noexcept {
+    const char* library = nullptr;
+    if (mariadb_get_infov(m, MARIADB_TLS_LIBRARY, &library) != 0 || !library) return false;
+    return std::string_view(library).rfind("OpenSSL", 0) == 0;
+}
 
 unsigned seconds_at_least_one(std::chrono::milliseconds ms) {
     auto s = std::chrono::ceil<std::chrono::seconds>(ms).count();
@@ -163,8 +181,16 @@ bool BinlogStream::has_buffered_event() const noexcept {
     // The connector reads ahead into its pvio cache (ma_pvio_cache_read): bytes left there are
     // the next packet, or its start. Not compressed here, so NET itself keeps nothing back.
     const MARIADB_PVIO* pvio = m->net.pvio;
-    if (!pvio || pvio->ctls) return false;  // TLS buffers inside the TLS library: unknown
+    if (!pvio) return false;
     if (pvio->cache && pvio->cache_pos < pvio->cache + pvio->cache_size) return true;
+    if (pvio->ctls) {
+        // Over TLS, records already decrypted wait inside OpenSSL (ctls->ssl is its SSL*, when
+        // libmariadb was built with it); bytes on the socket are further records. With another
+        // TLS library the answer is unknown: false, and the follower flushes per group.
+        const auto* tls = static_cast<const ConnectorTls*>(pvio->ctls);
+        if (!openssl_tls(m) || !tls->ssl) return false;
+        if (SSL_pending(static_cast<const SSL*>(tls->ssl)) > 0) return true;
+    }
     pollfd p{};
     p.fd = mysql_get_socket(m);
     p.events = POLLIN;

@@ -87,6 +87,15 @@ sql::mysql::MySQL_Driver* mysql_driver() {
     return driver;
 }
 
+// The options' TLS as Connector/C++ 1.1 takes it (the pool does the same, db/src/connector.cpp),
+// so the servers' own checks reach a TLS-only MariaDB (LocalServersOptions::mysql_tls).
+void set_tls_properties(const MysqlTlsOptions& tls, sql::ConnectOptionsMap& props) {
+    if (tls.mode == MysqlTlsMode::Disabled) return;
+    props["sslEnforce"] = true;
+    props["sslVerify"] = tls.mode == MysqlTlsMode::VerifyIdentity;
+    if (!tls.ca_file.empty()) props["sslCA"] = sql::SQLString(tls.ca_file);
+}
+
 // Connects (without a default schema) and runs `SELECT 1`, then creates `database` if asked.
 // Returns an empty string on success, else the error.
 std::string mysql_check(const MysqlOptions& o, const std::string& create_database) {
@@ -97,6 +106,7 @@ std::string mysql_check(const MysqlOptions& o, const std::string& create_databas
         props["password"] = o.password;
         props["OPT_CONNECT_TIMEOUT"] = 1;
         props["OPT_READ_TIMEOUT"] = 5;
+        set_tls_properties(o.tls, props);
         std::unique_ptr<sql::Connection> conn(mysql_driver()->connect(props));
         std::unique_ptr<sql::Statement> st(conn->createStatement());
         std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SELECT 1"));
@@ -119,6 +129,7 @@ std::string mysql_run(const MysqlOptions& o, const std::vector<std::string>& sta
         props["password"] = o.password;
         props["OPT_CONNECT_TIMEOUT"] = 2;
         props["OPT_READ_TIMEOUT"] = read_timeout_s;
+        set_tls_properties(o.tls, props);
         std::unique_ptr<sql::Connection> conn(mysql_driver()->connect(props));
         std::unique_ptr<sql::Statement> st(conn->createStatement());
         for (std::size_t i = 0; i < statements.size(); ++i) {
@@ -145,7 +156,7 @@ struct LocalServers::Impl {
 
     bool redis_owned = false;
     RedisOptions redis;
-    TlsCertificates redis_tls;  // options.redis_tls only
+    TlsCertificates tls;  // options.redis_tls or options.mysql_tls only
     pid_t redis_pid = 0;
     std::string redis_binary;
 
@@ -226,7 +237,7 @@ void LocalServers::Impl::start_redis_process() {
     };
     if (options.redis_tls) {
         using Certificate = LocalServersOptions::TlsServerCertificate;
-        const TlsCertificates& c = redis_tls;
+        const TlsCertificates& c = tls;
         const auto [cert, key] = options.redis_tls_certificate == Certificate::Expired   ? std::pair(c.expired_cert, c.expired_key)
                                  : options.redis_tls_certificate == Certificate::WrongHost ? std::pair(c.wrong_host_cert, c.wrong_host_key)
                                  : options.redis_tls_certificate == Certificate::ForeignCa ? std::pair(c.foreign_cert, c.foreign_key)
@@ -307,6 +318,10 @@ void LocalServers::Impl::start_mysql_process() {
     if (!options.mysql_tls_cert.empty()) {
         argv.insert(argv.end(), {"--ssl-cert=" + options.mysql_tls_cert, "--ssl-key=" + options.mysql_tls_key});
         if (!options.mysql_tls_ca.empty()) argv.push_back("--ssl-ca=" + options.mysql_tls_ca);
+    }
+    if (options.mysql_tls) {
+        argv.insert(argv.end(), {"--ssl-cert=" + tls.server_cert, "--ssl-key=" + tls.server_key,
+                                 "--ssl-ca=" + tls.ca_file, "--require-secure-transport=ON"});
     }
     if (::geteuid() == 0) argv.push_back("--user=root");
     mysql_pid = spawn(argv, (dir / "mariadbd.out").string(), (dir / "mariadbd.pid").string());
@@ -405,6 +420,14 @@ LocalServers::LocalServers(LocalServersOptions options) : impl_(std::make_unique
         if (!m.options.redis) throw ConfigError("redis_tls", "needs .redis = true");
         redis_env = nullptr;  // the TLS server is always a private one
     }
+    if (m.options.mysql_tls) {
+        if (!m.options.mysql) throw ConfigError("mysql_tls", "needs .mysql = true");
+        if (!m.options.mysql_tls_cert.empty()) {
+            throw ConfigError("mysql_tls", "set either mysql_tls or mysql_tls_cert/_key/_ca, not both");
+        }
+        if (m.options.mysql_replica) throw ConfigError("mysql_tls", "a private replica replicates in plain text");
+        mysql_env = nullptr;  // the TLS server is always a private one
+    }
     if (redis_env && *redis_env) m.redis = parse_redis_url(redis_env);
     if (mysql_env && *mysql_env) {
         m.mysql = parse_mysql_url(mysql_env);
@@ -431,13 +454,13 @@ LocalServers::LocalServers(LocalServersOptions options) : impl_(std::make_unique
 
     try {
         m.make_dir_and_reaper();
+        if (m.options.redis_tls || m.options.mysql_tls) m.tls = make_tls_certificates((m.dir / "tls").string());
         if (m.redis_owned) {
             m.redis = RedisOptions{};
             m.redis.port = free_loopback_port();
             if (m.options.redis_tls) {
-                m.redis_tls = make_tls_certificates((m.dir / "tls").string());
                 m.redis.tls.enabled = true;
-                m.redis.tls.ca_file = m.redis_tls.ca_file;
+                m.redis.tls.ca_file = m.tls.ca_file;
             }
             m.start_redis_process();
         }
@@ -445,6 +468,10 @@ LocalServers::LocalServers(LocalServersOptions options) : impl_(std::make_unique
             m.mysql = MysqlOptions{};
             m.mysql.user = "root";
             m.mysql.port = free_loopback_port();
+            if (m.options.mysql_tls) {
+                m.mysql.tls.mode = MysqlTlsMode::VerifyIdentity;
+                m.mysql.tls.ca_file = m.tls.ca_file;
+            }
             m.install_mysql_datadir();
             // The replica starts from a copy of the freshly installed (never started) data dir:
             // the same files mariadb-install-db would write, without its seconds of start-up.
@@ -495,6 +522,7 @@ std::string LocalServers::redis_url() const {
 std::string LocalServers::mysql_url() const {
     require_enabled(impl_->options.mysql, "MariaDB", "mysql");
     const auto& m = impl_->mysql;
+    if (m.tls.mode != MysqlTlsMode::Disabled) return to_url(m);  // with its tls and tls_ca
     std::string url = "mysql://" + m.user;
     if (!m.password.empty()) url += ":" + m.password;
     return url + "@" + m.host + ":" + std::to_string(m.port) + "/" + m.database;
@@ -507,7 +535,11 @@ RedisOptions LocalServers::redis_options() const {
 
 const TlsCertificates& LocalServers::redis_tls_certificates() const {
     require_enabled(impl_->options.redis_tls, "TLS Redis", "redis_tls");
-    return impl_->redis_tls;
+    return impl_->tls;
+}
+const TlsCertificates& LocalServers::mysql_tls_certificates() const {
+    require_enabled(impl_->options.mysql_tls, "TLS MariaDB", "mysql_tls");
+    return impl_->tls;
 }
 MysqlOptions LocalServers::mysql_options() const {
     require_enabled(impl_->options.mysql, "MariaDB", "mysql");

@@ -103,6 +103,26 @@ void expect_certificate_refused(const DbError& e) {
     EXPECT_EQ(e.recovery(), Recovery::GiveUp) << e.what();
 }
 
+// The server ending an open TLS connection (KILL, restart) reaches OpenSSL as an unexpected end
+// of the stream, which libmariadb reports as 2026 like a certificate failure; on an open
+// connection it is the lost connection 2013 says over plain TCP: retry the call on a new one.
+TEST_F(MysqlTlsTest, AnOpenTlsConnectionTheServerKillsIsALostConnectionToRetry) {
+    MysqlConnection victim(with_tls(MysqlTlsMode::VerifyIdentity, certs_.ca_file));
+    const auto id = victim.query_one("SELECT CONNECTION_ID() AS id")->get<std::int64_t>("id");
+    MysqlConnection root(server_->mysql_options());
+    root.execute_unprepared("KILL CONNECTION " + std::to_string(id));
+    try {
+        victim.query_one("SELECT 1 AS one");
+        FAIL() << "a killed connection answered";
+    } catch (const DbError& e) {
+        EXPECT_NE(e.code(), 2026) << e.what();
+        EXPECT_EQ(e.recovery(), Recovery::RetryCall) << e.what();
+    }
+    EXPECT_THROW(victim.query_one("SELECT 1 AS one"), ConnectionError) << "the connection is discarded";
+    MysqlPool fresh(with_tls(MysqlTlsMode::VerifyIdentity, certs_.ca_file));
+    EXPECT_EQ(fresh.query_one("SELECT 1 AS one")->get<std::int64_t>("one"), 1) << "a new one works";
+}
+
 TEST_F(MysqlTlsTest, AVerifiedQueryRunsOverTlsAndAPlainOneDoesNot) {
     EXPECT_FALSE(cipher_of(with_tls(MysqlTlsMode::VerifyIdentity, certs_.ca_file)).empty());
     EXPECT_FALSE(cipher_of(with_tls(MysqlTlsMode::VerifyCa, certs_.ca_file)).empty());

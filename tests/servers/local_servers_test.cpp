@@ -28,6 +28,7 @@
 #include "eventually.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/uri.h"
+#include "lockstep/db/db.h"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -150,6 +151,44 @@ TEST(LocalServers, AccessorsOfADisabledServerAreConfigErrors) {
     EXPECT_THROW(nothing.redis_options(), lockstep::ConfigError);
     EXPECT_THROW(nothing.kill_redis(), lockstep::ConfigError);
     EXPECT_THROW(nothing.restart_redis(), lockstep::ConfigError);
+}
+
+// mysql_tls: the private MariaDB speaks verified TLS only, its URL and options say so, and it
+// stays TLS-only across a restart.
+TEST(LocalServers, ATlsMariadbAnswersOnlyOverVerifiedTlsAndItsUrlSaysSo) {
+    lockstep::LocalServersOptions o = private_only();
+    o.redis = false;
+    o.mysql_tls = true;
+    lockstep::LocalServers servers(o);
+    const lockstep::MysqlOptions mo = servers.mysql_options();
+    EXPECT_EQ(mo.tls.mode, lockstep::MysqlTlsMode::VerifyIdentity);
+    EXPECT_EQ(mo.tls.ca_file, servers.mysql_tls_certificates().ca_file);
+    const lockstep::MysqlOptions from_url = lockstep::parse_mysql_url(servers.mysql_url());
+    EXPECT_EQ(from_url.tls.mode, lockstep::MysqlTlsMode::VerifyIdentity) << servers.mysql_url();
+    EXPECT_EQ(from_url.tls.ca_file, mo.tls.ca_file);
+    EXPECT_EQ(from_url.port, mo.port);
+    auto cipher = [&] {
+        lockstep::MysqlPool pool(from_url);
+        return pool.query_one("SHOW STATUS LIKE 'Ssl_cipher'")->get<std::string>("Value");
+    };
+    EXPECT_FALSE(cipher().empty());
+    EXPECT_THROW(mysql_select_one(mo), sql::SQLException) << "a plain connection is refused";
+    servers.restart_mysql();
+    EXPECT_FALSE(cipher().empty());
+    EXPECT_THROW(mysql_select_one(mo), sql::SQLException) << "still refused after a restart";
+}
+
+TEST(LocalServers, MysqlTlsIsAConfigErrorWithAReplicaOrAServerCertificateOfItsOwn) {
+    lockstep::LocalServersOptions with_replica = private_only();
+    with_replica.redis = false;
+    with_replica.mysql_tls = true;
+    with_replica.mysql_replica = true;
+    EXPECT_THROW(lockstep::LocalServers{with_replica}, lockstep::ConfigError);
+    lockstep::LocalServersOptions with_cert = private_only();
+    with_cert.redis = false;
+    with_cert.mysql_tls = true;
+    with_cert.mysql_tls_cert = "/nonexistent/cert.pem";
+    EXPECT_THROW(lockstep::LocalServers{with_cert}, lockstep::ConfigError);
 }
 
 TEST(LocalServers, RestartedMariadbKeepsItsData) {

@@ -27,6 +27,20 @@ bool cluster_requested() {
     return requested_topology() == "cluster" || requested_topology() == "tls-cluster";
 }
 
+// LOCKSTEP_TEST_MYSQL_TLS: "1" for a TLS-only private MariaDB; unset, "" or "0" for plain.
+bool mysql_tls_requested() {
+    const char* v = std::getenv("LOCKSTEP_TEST_MYSQL_TLS");
+    const std::string value = v ? v : "";
+    if (value.empty() || value == "0") return false;
+    if (value == "1") return true;
+    throw ConfigError("LOCKSTEP_TEST_MYSQL_TLS", "'" + value + "' is neither 1 (TLS) nor 0 (plain)");
+}
+
+bool external_mysql() {
+    const char* v = std::getenv("LOCKSTEP_MYSQL_URL");
+    return v && *v;
+}
+
 bool external_redis() {
     const char* v = std::getenv("LOCKSTEP_REDIS_URL");
     return v && *v;
@@ -52,6 +66,8 @@ TestServers::TestServers() {
     }
     // A private TLS-only redis-server; an external Redis (LOCKSTEP_REDIS_URL) wins, as above.
     if (requested_topology() == "tls" && !external_redis()) o.redis_tls = true;
+    // A private TLS-only MariaDB; an external MySQL (LOCKSTEP_MYSQL_URL) wins.
+    if (mysql_tls_requested() && !external_mysql()) o.mysql_tls = true;
     local_ = std::make_unique<LocalServers>(o);
 }
 

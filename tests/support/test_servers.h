@@ -13,6 +13,11 @@
 // Anything else is a ConfigError naming the variable. LOCKSTEP_REDIS_URL wins over it (an
 // external cluster is used as it is; redis_is_cluster() then follows the URL's scheme).
 //
+// LOCKSTEP_TEST_MYSQL_TLS=1 serves the private MariaDB over TLS only
+// (LocalServersOptions::mysql_tls): mysql_url() and mysql_options() carry tls=verify_identity
+// with the private CA, and a plain connection is refused. Unset, "" or "0": plain, as always;
+// anything else is a ConfigError. LOCKSTEP_MYSQL_URL wins over it.
+//
 // A test that is about one Redis node (it kills/restarts it, CONFIG SETs it, FLUSHALLs it, scans
 // its KEYS, counts its MONITOR output) states so with LOCKSTEP_REQUIRE_STANDALONE_REDIS(reason)
 // and is skipped on a cluster with that reason; docs/testing.md lists them.

@@ -71,9 +71,10 @@ public:
     // BinlogDecodeError (checksum).
     BinlogEventBytes next();
     // True when next() would return without waiting for the network: the bytes of the next
-    // event (or its start) were already received, in the connector's read-ahead cache or the
-    // socket. The follower flushes its buffered groups when this turns false. False when unknown
-    // (e.g. TLS): the caller then flushes early, which costs a round trip, never an invalidation.
+    // event (or its start) were already received, in the connector's read-ahead cache, OpenSSL's
+    // decrypted records (TLS) or the socket. The follower flushes its buffered groups when this
+    // turns false. False when unknown (TLS through a library other than OpenSSL): the caller then
+    // flushes early, which costs a round trip, never an invalidation.
     bool has_buffered_event() const noexcept;
     void close() noexcept;
     bool is_open() const noexcept;

@@ -56,6 +56,13 @@ struct LocalServersOptions {
     // mysql_tls_cert means no TLS. The server reads the files again on `FLUSH SSL`, so a test may
     // replace them in between.
     std::string mysql_tls_cert, mysql_tls_key, mysql_tls_ca;
+    // Serve the private MariaDB over TLS only (`--require-secure-transport`), with certificates
+    // from make_tls_certificates (tls_certificates.h) in the temp dir (the same ones as
+    // redis_tls): mysql_url() and mysql_options() then carry tls=verify_identity with that CA, and
+    // a plain connection is refused. Needs an owned MariaDB (LOCKSTEP_MYSQL_URL is ignored when
+    // set); not with mysql_tls_cert (one way to give the server a certificate) nor with
+    // mysql_replica (the replica connects in plain text).
+    bool mysql_tls = false;
     // Serve the private Redis over TLS only (`--port 0 --tls-port P`), with certificates from
     // make_tls_certificates (tls_certificates.h) in the temp dir: redis_url() is then
     // rediss://127.0.0.1:P/0?tls_ca=<the CA>. Needs an owned Redis (LOCKSTEP_REDIS_URL is ignored
@@ -87,6 +94,9 @@ public:
     MysqlOptions mysql_options() const;
     // The certificates of a TLS Redis (options.redis_tls); ConfigError without one.
     const TlsCertificates& redis_tls_certificates() const;
+    // The certificates of a TLS MariaDB (options.mysql_tls; the same files as the Redis's when
+    // both are on); ConfigError without one.
+    const TlsCertificates& mysql_tls_certificates() const;
 
     // True when this object started the server (and so may kill or restart it).
     bool owns_redis() const noexcept;
