@@ -30,6 +30,7 @@ constexpr int kFairCycle = 23;   // the fair Redis mutex against the same floor
 constexpr int kNearHit = 12;     // 12..15: near hit, near miss, memory per near entry, delivery
 constexpr int kHoldCycle = 24;   // a movable Hold's cycle against lock()/unlock()
 constexpr int kLossDetection = 120;  // 120..124: a partitioned holder's loss margin per backend
+constexpr int kCoordination = 130;   // 130..136: job slot, run record, semaphore, leader failover
 constexpr int kScale = 200;      // --scale: one row per size of each curve, in registration order
 }  // namespace row_order
 
@@ -53,6 +54,13 @@ void register_lock_backends(Environment& env, Plan& plan);
 void register_cluster(Environment& env, Plan& plan);
 // A holder partitioned by fault proxies: how long before a rival acquires it knows, per backend.
 void register_loss_detection(Environment& env, Plan& plan);
+#endif
+
+#if LOCKSTEP_BENCH_HAS_COORDINATION
+// Job slot, run record, semaphore and leader failover against the lock cycle (coordination/).
+void register_coordination(Environment& env, Plan& plan);
+// The leading child of the failover rows: `lockstep-bench --leader-worker PREFIX NAME LEASE_MS`.
+int leader_worker_main(int argc, char** argv);
 #endif
 
 #if LOCKSTEP_BENCH_HAS_STRATEGIES
