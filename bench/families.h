@@ -33,6 +33,7 @@ constexpr int kLossDetection = 120;  // 120..124: a partitioned holder's loss ma
 constexpr int kTlsHit = 130;     // 130..132: cache hit, lock cycle, point SELECT over TLS ÷ plain
 constexpr int kTlsCycle = 131;
 constexpr int kTlsSelect = 132;
+constexpr int kCoordination = 140;   // 140..146: job slot, run record, semaphore, leader failover
 constexpr int kScale = 200;      // --scale: one row per size of each curve, in registration order
 }  // namespace row_order
 
@@ -58,6 +59,13 @@ void register_cluster(Environment& env, Plan& plan);
 void register_loss_detection(Environment& env, Plan& plan);
 // A cache hit, a lock cycle and a point SELECT over TLS ÷ the same in plain text, same servers.
 void register_tls(Environment& env, Plan& plan);
+#endif
+
+#if LOCKSTEP_BENCH_HAS_COORDINATION
+// Job slot, run record, semaphore and leader failover against the lock cycle (coordination/).
+void register_coordination(Environment& env, Plan& plan);
+// The leading child of the failover rows: `lockstep-bench --leader-worker PREFIX NAME LEASE_MS`.
+int leader_worker_main(int argc, char** argv);
 #endif
 
 #if LOCKSTEP_BENCH_HAS_STRATEGIES

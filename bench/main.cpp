@@ -161,6 +161,12 @@ int run(int argc, char** argv) {
         plan.add_not_built(row_order::kHandover, "contended hand-over", "≥ 0.8×", no_locks);
         plan.add_not_built(row_order::kOversell, "segmented oversell", "≥ 4×", no_locks);
 #endif
+#if LOCKSTEP_BENCH_HAS_COORDINATION
+        register_coordination(env, plan);
+#else
+        plan.add_not_built(row_order::kCoordination, "redis: job slot ÷ lock cycle", "≤ 1.2×",
+                           "lockstep was built without its coordination layer (LOCKSTEP_DEV_LAYERS)");
+#endif
 #if LOCKSTEP_BENCH_HAS_STRATEGIES
         register_cache_hit(env, plan);
         register_writer(env, plan);
@@ -265,6 +271,11 @@ int main(int argc, char** argv) {
 #if LOCKSTEP_BENCH_HAS_LOCKS
     if (argc > 1 && std::strcmp(argv[1], "--handover-worker") == 0) {
         return lockstep::bench::handover_worker_main(argc, argv);
+    }
+#endif
+#if LOCKSTEP_BENCH_HAS_COORDINATION
+    if (argc > 1 && std::strcmp(argv[1], "--leader-worker") == 0) {
+        return lockstep::bench::leader_worker_main(argc, argv);
     }
 #endif
     try {

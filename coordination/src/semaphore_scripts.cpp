@@ -74,8 +74,10 @@ if not expiry then return 0 end
 redis.call('zrem', KEYS[1], ARGV[1])
 -- Expired unrenewed: its slot was free to take already; report the loss.
 if expiry <= now_ms then return -1 end
--- One message wakes the waiters (L7): a slot is free.
-redis.call('publish', ARGV[2], '1')
+-- One message wakes the waiters (L7): a slot is free. Sharded, as RedisClient::subscriber()
+-- listens (SSUBSCRIBE): a classic PUBLISH never reaches it, and the waiters slept until the
+-- earliest permit's expiry.
+redis.call('spublish', ARGV[2], '1')
 return 1
 )lua");
     return script;

@@ -355,6 +355,33 @@ TEST_F(SemaphoreTest, EveryKeyHasATtlAndAnIdleSemaphoreDisappears) {
     EXPECT_GT(c.fence_token(), 0);
 }
 
+TEST_F(SemaphoreTest, AReleaseWakesAWaiterLongBeforeThePermitWouldExpire) {
+    auto service = open();
+    auto sem = make_semaphore(*service, "pool", {.permits = 1, .lease = 30s});
+    RedisClient redis(servers().redis_options());
+    auto held = sem->acquire();
+    std::optional<SemaphorePermit> got;
+    Clock::time_point acquired;
+    std::thread waiter([&] {
+        got = sem->try_acquire_for(20s);
+        acquired = Clock::now();
+    });
+    // The waiter listens for releases once it has found the semaphore full (its channel, held by
+    // the permit's hash tag, has a subscriber); only then is a wake-up by message what is tested.
+    const std::string channel = sem->permits_key() + ":ch";
+    ASSERT_TRUE(eventually([&] {
+        const RedisReply r = redis.command({"PUBSUB", "SHARDNUMSUB", channel});
+        return r.elements().size() == 2 && r.elements()[1].integer() >= 1;
+    }));
+    const auto released = Clock::now();
+    held.release_checked();
+    waiter.join();
+    ASSERT_TRUE(got) << "the release message woke the waiter";
+    const double waited_ms = std::chrono::duration<double, std::milli>(acquired - released).count();
+    EXPECT_LT(waited_ms, 5000.0) << "woken by the release, not by the held permit's expiry 30 s later";
+    got->release_checked();
+}
+
 TEST_F(SemaphoreTest, TokensIncreaseAfterTheCounterIsGone) {
     auto service = open();
     auto sem = make_semaphore(*service, "pool", {.permits = 1, .lease = 5s});
