@@ -47,7 +47,8 @@ protected:
 
     // The entry's remaining TTL set to half of max_stale: its TTL has run out, it is stale.
     static void expire_into_stale_window(const std::string& key) {
-        ASSERT_EQ(redis().command({"PEXPIRE", key, std::to_string((kMaxStale / 2).count())}).integer(), 1);
+        ASSERT_EQ(redis().command({"PEXPIRE", key, std::to_string(std::chrono::milliseconds(kMaxStale).count() / 2)}).integer(), 1);
+        ASSERT_GT(*cached_ttl(key), kMaxStale / 3) << "inside the stale window for the whole test";
     }
 
     std::string prefix_ = unique_key_prefix();
