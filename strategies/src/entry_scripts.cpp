@@ -87,4 +87,21 @@ return 0
     return script;
 }
 
+const RedisScript& refill_if_unchanged() {
+    static const RedisScript script(R"lua(
+-- Stale-while-revalidate: the one refiller of a stale entry stores what it loaded only if the
+-- key still holds the very entry it saw stale. A write since then deleted it (or replaced it
+-- with a newer version), and our database read may predate that write's commit (C2): refuse.
+local stored = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  stored = 1
+end
+-- Give back our refill marker (only ours: it may have expired and been taken by another).
+if redis.call('GET', KEYS[2]) == ARGV[4] then redis.call('DEL', KEYS[2]) end
+return stored
+)lua");
+    return script;
+}
+
 }  // namespace lockstep::entry_scripts

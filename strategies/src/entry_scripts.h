@@ -1,5 +1,6 @@
 // The Lua scripts of the cache entries (cache_entry.h has the envelope they parse). Each one
-// touches exactly one key, KEYS[1], so each is legal on Redis Cluster.
+// touches one key, KEYS[1] (refill_if_unchanged also its companion of the same hash tag), so
+// each is legal on Redis Cluster.
 #pragma once
 
 #include "lockstep/cache/redis_script.h"
@@ -15,5 +16,8 @@ const RedisScript& fill_if_newer();
 const RedisScript& fill_if_marker();
 // ARGV: expected bytes. Returns 1 deleted, 0 not.
 const RedisScript& remove_if_equals();
+// KEYS: the entry, its refill key (same hash tag). ARGV: expected entry, new entry, TTL ms,
+// refill marker. Returns 1 stored, 0 refused.
+const RedisScript& refill_if_unchanged();
 
 }  // namespace lockstep::entry_scripts

@@ -16,6 +16,12 @@
 //   fill_one      the entry, stored only if no newer version is cached (IfNewer: C1, C11) or
 //                 only if our marker is still there (IfMarker: C2); versions come from the
 //                 row's own version column, never from the reader's clock.
+//   revalidate    with max_stale, a value past its TTL (remaining TTL <= max_stale) is stale:
+//                 one reader per key (a marker in `<key>:refill`) loads and refills it, and its
+//                 fill lands only if the key still holds the stale entry it saw (a write since
+//                 then deleted or replaced it: C2); the others get the stale value at once.
+//                 A write's DEL leaves nothing to serve: a stale value is never one a write
+//                 invalidated (C2, C11).
 //   read_near     with a near cache, before all of the above: a local hit costs no round trip;
 //                 otherwise the GET goes through a tracked connection and its value fills the
 //                 near cache only if the ticket taken before it is still good (C12).
@@ -378,12 +384,103 @@ std::optional<bool> ReadPath::read_near(std::int64_t id, const std::string& key,
     return found;
 }
 
+bool ReadPath::is_stale(const TimedEntry& entry) const {
+    return entry.ttl_left.count() >= 0 && entry.ttl_left <= config_.opts.max_stale && !entry.entry.empty() &&
+           entry.entry[0] == 'v';
+}
+
+void ReadPath::refill_one(const std::string& key, const std::string& stale, std::optional<std::int64_t> version,
+                          ValueSink& sink, std::size_t i, const std::string& marker) {
+    auto f = make_fill(key, version, sink, i, &marker);
+    const auto t0 = Clock::now();
+    try {
+        if (!f) {
+            // Nothing to cache (no row and no negative caching, or the value does not encode):
+            // the stale entry must not be served again after what the database said.
+            config_.store->remove_if_equals(key, stale);
+            config_.store->remove_if_equals(refill_key_of(key), marker);
+            return;
+        }
+        const auto outcome = config_.store->refill(key, stale, f->entry, f->ttl, marker);
+        stats_.lat.fill.record(Clock::now() - t0);
+        stats_.count_fill(outcome);
+        if (outcome == FillOutcome::Refused) {
+            trace_(key, "refill of v{} refused: the stale entry was deleted or replaced since the read began",
+                   version.value_or(0));
+        } else {
+            trace_(key, "refilled v{}", version.value_or(0));
+        }
+    } catch (const Error& e) {
+        stats_.lat.cache_error.record(Clock::now() - t0);
+        health_.failed(e, "refill of " + key);  // the refill marker expires with marker_ttl
+    }
+}
+
+std::optional<bool> ReadPath::revalidate(std::int64_t id, const std::string& key, const std::string& stale,
+                                         ValueSink& sink, std::size_t i, Clock::time_point started) {
+    const std::string marker = CacheEntry::encode_marker(random_token());
+    bool refiller = false;
+    try {
+        refiller = config_.store->claim_refill(key, marker, config_.opts.marker_ttl);
+    } catch (const Error& e) {
+        health_.failed(e, "refill claim of " + key);
+        return load_degraded(id, sink, i);
+    }
+    if (!refiller) {
+        // Another reader is refilling it: the stale value, at once.
+        if (deliver(key, stale, sink, i) != Delivered::Value) return std::nullopt;
+        sink.mark_stale(i);
+        bump(stats_.c.stale_served);
+        stats_.lat.hit.record(Clock::now() - started);
+        trace_(key, "stale value served (a refill is running)");
+        return true;
+    }
+    bump(stats_.c.misses);
+    trace_(key, "stale: refilling");
+    std::optional<std::int64_t> version;
+    try {
+        version = load(id, sink, i);
+    } catch (...) {
+        // Let the next reader refill now rather than after marker_ttl.
+        give_back_marker(refill_key_of(key), marker);
+        throw;
+    }
+    refill_one(key, stale, version, sink, i, marker);
+    stats_.lat.miss_load.record(Clock::now() - started);
+    return version.has_value();
+}
+
+bool ReadPath::read_timed(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i) {
+    const auto t0 = Clock::now();
+    std::optional<TimedEntry> timed;
+    try {
+        timed = config_.store->get_timed(key);
+    } catch (const Error& e) {
+        stats_.lat.cache_error.record(Clock::now() - t0);
+        health_.failed(e, "read of " + key);
+        return load_degraded(id, sink, i);
+    }
+    std::optional<std::string> entry;
+    if (timed) {
+        if (is_stale(*timed)) {
+            if (auto answered = revalidate(id, key, timed->entry, sink, i, t0)) return *answered;
+        } else {
+            entry = std::move(timed->entry);
+        }
+    }
+    if (auto answered = answer(key, entry, sink, i, t0)) return *answered;
+    const bool found = miss(id, key, sink, i);
+    stats_.lat.miss_load.record(Clock::now() - t0);
+    return found;
+}
+
 bool ReadPath::read_unlocked(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i,
                              bool looked_locally) {
     if (config_.opts.near_cache) {
         if (auto answered = read_near(id, key, sink, i, looked_locally)) return *answered;
     }
     if (!health_.usable()) return load_degraded(id, sink, i);
+    if (config_.opts.max_stale.count() > 0) return read_timed(id, key, sink, i);
     const auto t0 = Clock::now();
     std::optional<std::string> entry;
     try {
@@ -461,8 +558,22 @@ void ReadPath::read_many(const std::vector<Item>& items_in, ValueSink& sink, std
     std::vector<std::string> keys;
     for (const auto& item : items) keys.push_back(item.key);
     std::vector<std::optional<std::string>> entries;
+    // With max_stale: which entries are stale (past their TTL).
+    std::vector<bool> stale(items.size(), false);
     try {
-        entries = config_.store->get_many(keys);
+        if (config_.opts.max_stale.count() > 0) {
+            auto timed = config_.store->get_many_timed(keys);
+            for (std::size_t k = 0; k < timed.size(); ++k) {
+                if (timed[k]) {
+                    stale[k] = is_stale(*timed[k]);
+                    entries.push_back(std::move(timed[k]->entry));
+                } else {
+                    entries.emplace_back();
+                }
+            }
+        } else {
+            entries = config_.store->get_many(keys);
+        }
     } catch (const Error& e) {
         stats_.lat.cache_error.record(Clock::now() - t0);
         health_.failed(e, "batch read");
@@ -471,6 +582,14 @@ void ReadPath::read_many(const std::vector<Item>& items_in, ValueSink& sink, std
     std::vector<Item> missed;
     for (std::size_t k = 0; k < items.size(); ++k) {
         const Item& item = items[k];
+        if (stale[k]) {
+            // Refilled by this reader or served stale, one key at a time (stale keys are few).
+            if (auto answered = revalidate(item.id, item.key, *entries[k], sink, item.i, t0)) {
+                found[item.i] = *answered;
+                continue;
+            }
+            entries[k].reset();  // did not decode: a miss
+        }
         if (auto answered = answer(item.key, entries[k], sink, item.i, t0)) {
             found[item.i] = *answered;
         } else {

@@ -56,6 +56,19 @@ private:
     // `started`; nullopt for a miss (counted): the caller resolves it.
     std::optional<bool> answer(const std::string& key, const std::optional<std::string>& entry, ValueSink& sink,
                                std::size_t i, Clock::time_point started);
+    // ---- stale-while-revalidate (RepositoryOptions::max_stale) ----
+    // read_unlocked() when max_stale is on: the GET also asks the entry's remaining TTL.
+    bool read_timed(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);
+    // A value whose remaining TTL is at most max_stale: past its TTL, inside the stale window.
+    bool is_stale(const TimedEntry& entry) const;
+    // A stale entry `stale`: the first reader (refill marker) loads and refills it; every other
+    // reader gets it at once, marked stale. nullopt: it did not decode (deleted): a miss.
+    std::optional<bool> revalidate(std::int64_t id, const std::string& key, const std::string& stale, ValueSink& sink,
+                                   std::size_t i, Clock::time_point started);
+    // The refiller's fill: lands only if the key still holds `stale` (refill_if_unchanged).
+    void refill_one(const std::string& key, const std::string& stale, std::optional<std::int64_t> version,
+                    ValueSink& sink, std::size_t i, const std::string& marker);
+
     // The cache is failing: the database, no fill, counted as a degraded read.
     bool load_degraded(std::int64_t id, ValueSink& sink, std::size_t i);
     bool miss(std::int64_t id, const std::string& key, ValueSink& sink, std::size_t i);

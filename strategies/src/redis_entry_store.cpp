@@ -112,6 +112,37 @@ public:
         return client_.eval(entry_scripts::remove_if_equals(), {key}, {expected}).integer() == 1;
     }
 
+    std::optional<TimedEntry> get_timed(const std::string& key) override {
+        auto replies = client_.pipeline({{"GET", key}, {"PTTL", key}});
+        return timed(replies[0], replies[1]);
+    }
+
+    std::vector<std::optional<TimedEntry>> get_many_timed(const std::vector<std::string>& keys) override {
+        std::vector<std::vector<std::string>> commands;
+        commands.reserve(keys.size() * 2);
+        for (const auto& k : keys) {
+            commands.push_back({"GET", k});
+            commands.push_back({"PTTL", k});
+        }
+        auto replies = commands.empty() ? std::vector<RedisReply>{} : client_.pipeline(commands);
+        std::vector<std::optional<TimedEntry>> out;
+        out.reserve(keys.size());
+        for (std::size_t i = 0; i + 1 < replies.size(); i += 2) out.push_back(timed(replies[i], replies[i + 1]));
+        return out;
+    }
+
+    bool claim_refill(const std::string& key, const std::string& marker, std::chrono::milliseconds ttl) override {
+        auto r = client_.command({"SET", refill_key_of(key), marker, "NX", "PX", std::to_string(ttl.count())});
+        return !r.throw_if_error().is_nil();
+    }
+
+    FillOutcome refill(const std::string& key, const std::string& expected, const std::string& entry,
+                       std::chrono::milliseconds ttl, const std::string& marker) override {
+        auto r = client_.eval(entry_scripts::refill_if_unchanged(), {key, refill_key_of(key)},
+                              {expected, entry, std::to_string(ttl.count()), marker});
+        return r.integer() == 1 ? FillOutcome::Stored : FillOutcome::Refused;
+    }
+
     // Standalone: DEL written on a connection kept until finish() reads the reply. Cluster and
     // Sentinel keep the default (their routing retries on MOVED / failover, one call at a time).
     std::unique_ptr<PendingRemove> start_remove(const std::string& key) override {
@@ -140,6 +171,13 @@ public:
     }
 
 private:
+    // A GET's and a PTTL's replies as one entry (PTTL: -2 no key, -1 no TTL).
+    static std::optional<TimedEntry> timed(const RedisReply& get, const RedisReply& pttl) {
+        auto entry = get.throw_if_error().optional_string();
+        if (!entry) return std::nullopt;
+        return TimedEntry{std::move(*entry), std::chrono::milliseconds(pttl.throw_if_error().integer())};
+    }
+
     struct Call {
         std::string key;
         std::vector<std::string> args;
@@ -189,6 +227,8 @@ private:
 };
 
 }  // namespace
+
+std::string refill_key_of(const std::string& key) { return key + ":refill"; }
 
 std::shared_ptr<EntryStore> make_redis_entry_store(RedisClient& client) {
     return std::make_shared<RedisEntryStore>(client);

@@ -25,6 +25,11 @@ RepositoryOptions validated(RepositoryOptions o) {
     if (o.delete_retry_initial <= milliseconds(0)) throw ConfigError("delete_retry_initial", "must be positive");
     if (o.delete_retry_max < o.delete_retry_initial) throw ConfigError("delete_retry_max", "must be >= delete_retry_initial");
     if (o.cache_retry_after < milliseconds(0)) throw ConfigError("cache_retry_after", "must not be negative");
+    if (o.max_stale < milliseconds(0)) throw ConfigError("max_stale", "must not be negative (0 disables)");
+    if (o.max_stale > milliseconds(0) && o.near_cache) {
+        // The near cache keeps a value until Redis drops the key, which would be past max_stale.
+        throw ConfigError("max_stale", "stale-while-revalidate cannot be used with a near cache");
+    }
     if (o.lock_mode != LockMode::None && o.lock_service == nullptr) {
         throw ConfigError("lock_service", "lock mode " + std::string(to_string(o.lock_mode)) + " needs a LockService");
     }
@@ -48,7 +53,7 @@ RepositoryConfig::RepositoryConfig(TableSpec spec_in, MysqlPool& db_in, std::sha
       keys(opts.key_prefix, spec.name),
       key_space(opts.key_prefix, spec.name, spec.table),
       table(check_entity_table(spec, db)),
-      max_entry_lifetime(std::max({opts.ttl + opts.ttl_jitter, opts.negative_ttl, opts.marker_ttl})) {
+      max_entry_lifetime(std::max({opts.ttl + opts.ttl_jitter + opts.max_stale, opts.negative_ttl, opts.marker_ttl})) {
     if (!store) throw ConfigError("store", "missing");
 }
 
@@ -58,7 +63,8 @@ std::chrono::milliseconds RepositoryConfig::value_ttl() const {
         thread_local std::mt19937_64 rng{std::random_device{}()};
         ttl += std::chrono::milliseconds(std::uniform_int_distribution<long long>(0, opts.ttl_jitter.count())(rng));
     }
-    return std::max(strategy->entry_ttl(ttl), std::chrono::milliseconds(1));
+    // Stale-while-revalidate: the entry outlives its TTL by max_stale.
+    return std::max(strategy->entry_ttl(ttl), std::chrono::milliseconds(1)) + opts.max_stale;
 }
 
 std::chrono::milliseconds RepositoryConfig::negative_ttl() const {

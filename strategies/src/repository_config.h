@@ -26,7 +26,9 @@ struct RepositoryConfig {
     RepositoryConfig(TableSpec spec, MysqlPool& db, std::shared_ptr<EntryStore> store, RepositoryOptions options);
 
     const std::string& name() const noexcept { return spec.name; }
-    // TTL of a value entry: `ttl` plus a random jitter, as the strategy bounds it (TtlBounding).
+    // TTL of a value entry: `ttl` plus a random jitter, as the strategy bounds it (TtlBounding),
+    // plus `max_stale` (stale-while-revalidate: the entry is stale once its remaining TTL is at
+    // most max_stale).
     std::chrono::milliseconds value_ttl() const;
     // TTL of a "not found" entry (C7), as the strategy bounds it.
     std::chrono::milliseconds negative_ttl() const;

@@ -71,7 +71,8 @@ public:
         return std::move(v->value);
     }
 
-    // The value and the row version it was read at.
+    // The value and the row version it was read at; `stale` when it is a cached value past its
+    // TTL served while another reader refills it (RepositoryOptions::max_stale).
     std::optional<Versioned<T>> get_versioned(std::int64_t id) {
         Sink sink(*this, 1);
         auto found = core_.get({id}, sink);
@@ -162,6 +163,7 @@ private:
         }
         std::string encode(std::size_t i) const override { return repo.entity_.codec->encode(values[i]->value); }
         void copy(std::size_t from, std::size_t to) override { values[to] = values[from]; }
+        void mark_stale(std::size_t i) override { values[i]->stale = true; }
 
         const CachedRepository& repo;
         std::vector<std::optional<Versioned<T>>> values;

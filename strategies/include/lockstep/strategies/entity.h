@@ -83,6 +83,9 @@ template <class T>
 struct Versioned {
     T value;
     std::int64_t version = 0;
+    // True when the value is a cached entry past its TTL, served while another reader refills
+    // it (RepositoryOptions::max_stale). Never true for a value a write invalidated.
+    bool stale = false;
 };
 
 }  // namespace lockstep

@@ -5,7 +5,8 @@
 // going through that one store.
 //
 // Every operation touches exactly one key (the batch forms are pipelines of single-key
-// commands), so every script is legal on Redis Cluster whatever the keys are.
+// commands), or one key and its companion keys of the same hash tag (refill), so every script
+// is legal on Redis Cluster whatever the keys are.
 //
 // Errors: what the backend throws (ConnectionError when Redis is down, ProtocolError on an error
 // reply); the repository decides what a failure means.
@@ -77,6 +78,17 @@ struct Claim {
     std::string entry;  // Present: what is there
 };
 
+// An entry and how long it has left to live (EntryStore::get_timed).
+struct TimedEntry {
+    std::string entry;
+    // Remaining TTL; negative when the store cannot tell (or the key has none).
+    std::chrono::milliseconds ttl_left{-1};
+};
+
+// The companion key of `key` that holds the marker of its stale-while-revalidate refill:
+// `<key>:refill`, same hash tag.
+std::string refill_key_of(const std::string& key);
+
 // A DEL sent and not answered yet (EntryStore::start_remove).
 class PendingRemove {
 public:
@@ -119,6 +131,40 @@ public:
     // Deletes `key` only if it still holds exactly `expected` (a marker being given back, an
     // entry that did not decode). True if it deleted.
     virtual bool remove_if_equals(const std::string& key, const std::string& expected) = 0;
+
+    // ---- stale-while-revalidate (RepositoryOptions::max_stale) ----
+    // The entry and its remaining TTL (one round trip). Default: get(), TTL unknown, so that no
+    // entry ever looks stale (a store without TTLs serves no stale values).
+    virtual std::optional<TimedEntry> get_timed(const std::string& key) {
+        auto e = get(key);
+        if (!e) return std::nullopt;
+        return TimedEntry{std::move(*e), std::chrono::milliseconds(-1)};
+    }
+    virtual std::vector<std::optional<TimedEntry>> get_many_timed(const std::vector<std::string>& keys) {
+        std::vector<std::optional<TimedEntry>> out;
+        for (auto& e : get_many(keys)) {
+            if (e) {
+                out.push_back(TimedEntry{std::move(*e), std::chrono::milliseconds(-1)});
+            } else {
+                out.emplace_back();
+            }
+        }
+        return out;
+    }
+    // Puts `marker` in refill_key_of(key) with `ttl` if no refill marker is there: true when the
+    // caller is now the one refilling `key`. Default: false.
+    virtual bool claim_refill(const std::string& /*key*/, const std::string& /*marker*/,
+                              std::chrono::milliseconds /*ttl*/) {
+        return false;
+    }
+    // Sets `key` to `entry` with `ttl` only if it still holds exactly `expected` (the stale entry
+    // the refill started from: a write since then deleted or replaced it, and the refill's read
+    // may predate that write, C2), then gives back the caller's refill `marker` (one atomic
+    // step). Stored or Refused. Default: Refused.
+    virtual FillOutcome refill(const std::string& /*key*/, const std::string& /*expected*/, const std::string& /*entry*/,
+                               std::chrono::milliseconds /*ttl*/, const std::string& /*marker*/) {
+        return FillOutcome::Refused;
+    }
     // Deletes every key (one round trip; one DEL per key, cluster-legal).
     virtual void remove(const std::vector<std::string>& keys) = 0;
 };

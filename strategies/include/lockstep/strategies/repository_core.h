@@ -59,6 +59,8 @@ public:
     virtual std::string encode(std::size_t i) const = 0;
     // Item `to` gets a copy of item `from` (an id asked for twice in one call).
     virtual void copy(std::size_t from, std::size_t to) = 0;
+    // The cached value just delivered for item i is stale (RepositoryOptions::max_stale).
+    virtual void mark_stale(std::size_t /*i*/) {}
 };
 
 class RepositoryCore {

@@ -52,6 +52,17 @@ struct RepositoryOptions {
     // refused under Lease (and its waiters give up on it).
     std::chrono::milliseconds marker_ttl{std::chrono::seconds(3)};
 
+    // Stale-while-revalidate (docs/cache.md): a value entry lives `max_stale` past its TTL. In
+    // that window it is stale: the first reader refills it (one per key across processes, its
+    // fill lands only if the key still holds the stale entry it saw), and every other reader
+    // gets the stale value at once, marked `Versioned::stale` (counted as `stale_served`).
+    // Only TTL expiry makes a value stale: every write deletes its key (or replaces it with the
+    // newer version), so a value invalidated by a write is never served (C2, C11 stay closed).
+    // Past `max_stale` the entry is gone and reads miss as usual. Needs the Redis entry store
+    // (the in-memory store cannot tell a stale entry: the option has no effect there) and no
+    // near cache (ConfigError). 0: off.
+    std::chrono::milliseconds max_stale{0};
+
     // Failed deletes are retried with exponential backoff from `delete_retry_initial` up to
     // `delete_retry_max` between attempts, until they succeed or the longest TTL an entry can
     // have has passed (the stale entry has expired by then).
