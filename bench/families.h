@@ -24,6 +24,7 @@ constexpr int kCodec = 100;
 constexpr int kLockBackends = 110;  // 110..118: MySQL and ZooKeeper cycles, contended per backend
 constexpr int kOutbox = 45;
 constexpr int kFollower = 46;  // 46, 47: the binlog follower's lag and throughput
+constexpr int kFollowerFailover = 48;  // the follower through a primary failover
 constexpr int kClusterCycle = 21;  // the 3-master cluster ÷ one node
 constexpr int kClusterHit = 22;
 constexpr int kFairCycle = 23;   // the fair Redis mutex against the same floor
@@ -89,6 +90,8 @@ void register_scale(Environment& env, Plan& plan);
 #if LOCKSTEP_BENCH_HAS_INVALIDATION
 // The binlog follower's lag (UPDATE -> key gone) and throughput (docs/invalidation.md).
 void register_follower(Environment& env, Plan& plan);
+// The follower through a primary failover: its gap and the keys it flushed (shown).
+void register_follower_failover(Environment& env, Plan& plan);
 #endif
 
 }  // namespace lockstep::bench

@@ -179,6 +179,7 @@ int run(int argc, char** argv) {
 #endif
 #if LOCKSTEP_BENCH_HAS_INVALIDATION
         register_follower(env, plan);
+        register_follower_failover(env, plan);
 #else
         plan.add_not_built(row_order::kFollower, "follower lag", "lag p99 ≤ 1 ms", "lockstep was built without its invalidation layer");
 #endif

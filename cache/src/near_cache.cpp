@@ -26,6 +26,14 @@ std::optional<NearCache::Entry> NearCache::get(std::string_view key) {
     return node->entry;
 }
 
+std::optional<NearCache::Entry> NearCache::peek(std::string_view key) const {
+    const auto now = Clock::now();
+    MutexLock lock(mutex_);
+    auto it = index_.find(key);
+    if (it == index_.end() || it->second->expires <= now) return std::nullopt;
+    return it->second->entry;
+}
+
 const NearCache::Node* NearCache::find_fresh(std::string_view key, Clock::time_point now) {
     auto it = index_.find(key);
     if (it == index_.end()) {

@@ -6,11 +6,14 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "lockstep/cache/near_cache.h"
 #include "lockstep/cache/redis_client.h"
+#include "lockstep/cache/redis_near_cache.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
@@ -41,6 +44,7 @@ struct Check {
     std::int64_t id = 0;
     std::string table;  // "database.table": the per-table metrics
     const ContentCheck* content = nullptr;  // null: versions only
+    const NearCache* near = nullptr;  // the near cache whose entry is judged; null: the Redis entry
     std::optional<std::int64_t> version;  // the committed version; nullopt: unknown (no column)
     bool deleted = false;
     Clock::time_point received;
@@ -106,6 +110,8 @@ struct ConsistencyInspector::Impl {
         Durations durations;
     };
     std::map<std::string, PerTable> per_table GUARDED_BY(mutex);
+    InspectorTableMetrics near_m GUARDED_BY(mutex);  // the near caches' checks
+    Durations near_durations GUARDED_BY(mutex);
     // The newest change received per key of a content-compared binding, while younger than
     // check_after (older ones are swept): what defers a check (header comment).
     std::unordered_map<std::string, Clock::time_point> last_change GUARDED_BY(mutex);
@@ -114,6 +120,9 @@ struct ConsistencyInspector::Impl {
     // Set before start(), read-only after: the content comparison of each bound entity.
     std::vector<std::unique_ptr<ContentCheck>> contents;
     std::unordered_map<const TableBinding*, const ContentCheck*> content_of;
+    // Set before start(), read-only after: the near caches watched per binding, kept alive here.
+    std::vector<std::shared_ptr<const NearCache>> nears;
+    std::unordered_map<const TableBinding*, std::vector<const NearCache*>> near_of;
     // Checker-thread state: the connection for content reads, opened on first use.
     std::unique_ptr<MysqlPool> db;
 
@@ -132,17 +141,25 @@ struct ConsistencyInspector::Impl {
     Impl(MysqlOptions my, RedisClient& r, InvalidationMap mp, InspectorOptions o)
         : mysql(std::move(my)), redis(r), map(std::move(mp)), options(std::move(o)) {}
 
-    // Applies `f` to the global counters and to those of `table`.
+    // Applies `f` to the counters `c` counts in: the global ones and those of its table, or those
+    // of the near caches.
     template <class F>
-    void count(const std::string& table, F&& f) REQUIRES(mutex) {
+    void count(const Check& c, F&& f) REQUIRES(mutex) {
+        if (c.near != nullptr) {
+            f(near_m);
+            return;
+        }
         f(m);
-        f(per_table[table].m);
+        f(per_table[c.table].m);
     }
 
-    void schedule(Check c) EXCLUDES(mutex) {
+    // The checks of one changed row: its Redis entry's and, for a watched entity, its near
+    // entries'. Sampled together.
+    void schedule(std::vector<Check> group) EXCLUDES(mutex) {
         MutexLock lock(mutex);
         const auto now = Clock::now();
-        count(c.table, [](auto& x) { ++x.rows_seen; });
+        for (const auto& c : group) count(c, [](auto& x) { ++x.rows_seen; });
+        const Check& c = group.front();
         if (c.content != nullptr) {
             last_change[c.key] = now;
             if (last_change.size() >= sweep_at) {
@@ -152,9 +169,11 @@ struct ConsistencyInspector::Impl {
         }
         if (options.sample_rate < 1.0 && std::uniform_real_distribution<double>(0, 1)(rng) >= options.sample_rate) return;
         ++m.sampled;
-        c.received = now;
-        c.due = now + options.check_after;
-        queue.push_back(std::move(c));
+        for (auto& one : group) {
+            one.received = now;
+            one.due = now + options.check_after;
+            queue.push_back(std::move(one));
+        }
         wake.notify_all();
     }
 
@@ -171,6 +190,7 @@ struct ConsistencyInspector::Impl {
             if (!column) continue;
             auto found = content_of.find(b);
             const ContentCheck* content = found == content_of.end() ? nullptr : found->second;
+            auto watched = near_of.find(b);
             for (const auto& change : rows.rows) {
                 const bool deleted = change.after.empty();
                 const binlog::RowImage& image = deleted ? change.before : change.after;
@@ -187,7 +207,15 @@ struct ConsistencyInspector::Impl {
                 c.content = content;
                 c.version = version;
                 c.deleted = deleted;
-                schedule(std::move(c));
+                std::vector<Check> group;
+                if (watched != near_of.end()) {
+                    for (const NearCache* near : watched->second) {
+                        group.push_back(c);
+                        group.back().near = near;
+                    }
+                }
+                group.insert(group.begin(), std::move(c));
+                schedule(std::move(group));
             }
         }
     }
@@ -253,6 +281,7 @@ struct ConsistencyInspector::Impl {
 
     // Whether the cache disagrees with what the database committed. Throws on a failed read.
     Verdict verdict(const Check& c) EXCLUDES(mutex) {
+        if (c.near != nullptr) return near_verdict(c);
         auto bytes = redis.command({"GET", c.key}).optional_string();
         if (!bytes) return Verdict::Fresh;
         auto entry = CacheEntry::decode(*bytes);
@@ -261,6 +290,20 @@ struct ConsistencyInspector::Impl {
         if (entry->kind == CacheEntry::Kind::NotFound) return Verdict::StaleByVersion;
         if (c.version && entry->version < *c.version) return Verdict::StaleByVersion;
         if (c.content == nullptr) return Verdict::Fresh;
+        return content_verdict(c, entry->payload);
+    }
+
+    // The same rule for the local entry of a near cache, which only ever holds values.
+    Verdict near_verdict(const Check& c) EXCLUDES(mutex) {
+        const auto entry = c.near->peek(c.key);
+        if (!entry) return Verdict::Fresh;
+        if (c.deleted) return Verdict::StaleByVersion;
+        if (c.version && entry->version < *c.version) return Verdict::StaleByVersion;
+        if (c.content == nullptr) return Verdict::Fresh;
+        return content_verdict(c, entry->bytes);
+    }
+
+    Verdict content_verdict(const Check& c, std::string_view payload) EXCLUDES(mutex) {
         // Same version (or newer, or none known): only the content can tell (inspected_entity.h
         // says what is compared). The row as it is now, through the repository's own read path.
         if (!db) {
@@ -274,13 +317,17 @@ struct ConsistencyInspector::Impl {
             ++m.content_reads;
         }
         if (!row) return Verdict::StaleByContent;  // a cached value of a row that is gone
-        return c.content->entity.compare(entry->payload, *row) == InspectedEntity::Content::Differs
+        return c.content->entity.compare(payload, *row) == InspectedEntity::Content::Differs
                    ? Verdict::StaleByContent
                    : Verdict::Fresh;
     }
 
     void record_duration(const Check& c, Clock::time_point now) REQUIRES(mutex) {
         const double ms = std::chrono::duration<double, std::milli>(now - c.received).count();
+        if (c.near != nullptr) {
+            near_durations.add(ms);
+            return;
+        }
         durations.add(ms);
         per_table[c.table].durations.add(ms);
     }
@@ -306,7 +353,7 @@ struct ConsistencyInspector::Impl {
         } catch (const std::exception&) {  // Redis, the database, or the entity's from_row
             MutexLock lock(mutex);
             ++m.check_errors;
-            if (c.stale_before) count(c.table, [](auto& x) { --x.stale_open; });
+            if (c.stale_before) count(c, [](auto& x) { --x.stale_open; });
             return;
         }
         const bool stale = v != Verdict::Fresh;
@@ -314,20 +361,20 @@ struct ConsistencyInspector::Impl {
         MutexLock lock(mutex);
         if (!c.stale_before) {
             if (v == Verdict::StaleByContent && defer(c, now)) return;
-            count(c.table, [](auto& x) { ++x.checked; });
+            count(c, [](auto& x) { ++x.checked; });
             if (!stale) return;
-            count(c.table, [&](auto& x) {
+            count(c, [&](auto& x) {
                 ++x.stale;
                 ++x.stale_open;
                 if (v == Verdict::StaleByContent) ++x.stale_by_content;
             });
             c.stale_before = true;
         } else if (!stale) {
-            count(c.table, [](auto& x) { --x.stale_open; });
+            count(c, [](auto& x) { --x.stale_open; });
             record_duration(c, now);
             return;
         } else if (now - c.received > options.track_for) {
-            count(c.table, [](auto& x) {
+            count(c, [](auto& x) {
                 --x.stale_open;
                 ++x.stale_given_up;
             });
@@ -418,6 +465,31 @@ void ConsistencyInspector::compare_content(InspectedEntity entity) {
     impl_->contents.push_back(std::move(check));
 }
 
+void ConsistencyInspector::watch_near_cache(const std::string& entity, const std::string& prefix,
+                                            std::shared_ptr<const NearCache> near) {
+    if (impl_->reader.joinable()) throw ConfigError("watch_near_cache", "call it before start()");
+    if (!near) throw ConfigError("watch_near_cache", "no near cache");
+    bool bound = false;
+    for (const auto& b : impl_->map.bindings()) {
+        if (b.entity == entity && b.prefix == prefix) {
+            impl_->near_of[&b].push_back(near.get());
+            bound = true;
+        }
+    }
+    if (!bound) {
+        throw ConfigError("watch_near_cache", "no binding of entity '" + entity + "' with prefix '" + prefix + "'");
+    }
+    impl_->nears.push_back(std::move(near));
+}
+
+void ConsistencyInspector::watch_near_cache(const std::string& entity, const std::string& prefix,
+                                            std::shared_ptr<RedisNearCache> near) {
+    if (!near) throw ConfigError("watch_near_cache", "no near cache");
+    // Shares ownership of the whole RedisNearCache: its channel keeps feeding the local store.
+    const NearCache* local = &near->local();
+    watch_near_cache(entity, prefix, std::shared_ptr<const NearCache>(std::move(near), local));
+}
+
 InspectorMetrics ConsistencyInspector::metrics() const {
     MutexLock lock(impl_->mutex);
     InspectorMetrics out = impl_->m;
@@ -436,6 +508,11 @@ InspectorMetrics ConsistencyInspector::metrics() const {
         tm.staleness_max_ms = percentile(t.durations.ms, 1.0);
         out.tables[table] = tm;
     }
+    out.near_cache = impl_->near_m;
+    out.near_cache.stale_per_million = per_million(out.near_cache.stale, out.near_cache.checked);
+    out.near_cache.staleness_p50_ms = percentile(impl_->near_durations.ms, 0.50);
+    out.near_cache.staleness_p99_ms = percentile(impl_->near_durations.ms, 0.99);
+    out.near_cache.staleness_max_ms = percentile(impl_->near_durations.ms, 1.0);
     return out;
 }
 

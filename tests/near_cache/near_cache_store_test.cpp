@@ -52,6 +52,19 @@ TEST(NearCacheStoreTest, AFillNeverReplacesANewerLocalVersion) {
     EXPECT_EQ(near.get("k")->version, 6);
 }
 
+TEST(NearCacheStoreTest, APeekIsNeitherAHitNorAMissAndLeavesTheLruOrderAlone) {
+    NearCache near({.max_entries = 2});
+    ASSERT_TRUE(put(near, "a", 1, "A"));
+    ASSERT_TRUE(put(near, "b", 2, "B"));
+    EXPECT_EQ(near.peek("a")->version, 1);  // "a" stays the least recently used
+    EXPECT_FALSE(near.peek("z"));
+    EXPECT_EQ(near.stats().hits, 0u);
+    EXPECT_EQ(near.stats().misses, 0u);
+    ASSERT_TRUE(put(near, "c", 1, "C"));
+    EXPECT_FALSE(near.peek("a")) << "evicted: the peek did not make it recent";
+    EXPECT_EQ(near.peek("b")->bytes, "B");
+}
+
 TEST(NearCacheStoreTest, AFillFromAReadThatBeganBeforeADropIsRefused) {
     NearCache near;
     const auto ticket = near.begin_fill("k");

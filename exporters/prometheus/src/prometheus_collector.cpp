@@ -139,6 +139,22 @@ void add_inspector_metrics(Families& families, const InspectorMetrics& m, const 
     gauge("staleness_p99_seconds", "how long stale entries stayed stale, 99th percentile", m.staleness_p99_ms / 1e3);
     gauge("staleness_max_seconds", "how long stale entries stayed stale, maximum", m.staleness_max_ms / 1e3);
     gauge("connected", "1 while the inspector's binlog connection is up", m.connected ? 1.0 : 0.0);
+    // The local entries of the near caches it watches (InspectorMetrics::near_cache).
+    const InspectorTableMetrics& n = m.near_cache;
+    counter("near_rows_seen", "changed rows of entities whose near caches are watched, per near cache", n.rows_seen);
+    counter("near_checked", "near-cache entries judged at their first check", n.checked);
+    counter("near_stale", "near-cache entries found stale at their first check", n.stale);
+    counter("near_stale_by_content", "near-cache entries stale by content while the version said fresh",
+            n.stale_by_content);
+    counter("near_stale_given_up", "near-cache entries stale for longer than track_for", n.stale_given_up);
+    gauge("near_stale_open", "near-cache entries found stale and still stale now", static_cast<double>(n.stale_open));
+    gauge("near_stale_per_million", "stale near-cache entries per million checked, since start", n.stale_per_million);
+    gauge("near_staleness_p50_seconds", "how long stale near-cache entries stayed stale, median",
+          n.staleness_p50_ms / 1e3);
+    gauge("near_staleness_p99_seconds", "how long stale near-cache entries stayed stale, 99th percentile",
+          n.staleness_p99_ms / 1e3);
+    gauge("near_staleness_max_seconds", "how long stale near-cache entries stayed stale, maximum",
+          n.staleness_max_ms / 1e3);
 }
 
 }  // namespace

@@ -100,6 +100,10 @@ public:
         return true;
     }
 
+    // The entry of `key`, if present and not past its local TTL (a copy), for an observer (the
+    // consistency inspector): not counted as a hit or a miss, the LRU order left alone.
+    std::optional<Entry> peek(std::string_view key) const EXCLUDES(mutex_);
+
     // Before the Redis read whose result may fill `key`.
     Ticket begin_fill(const std::string& key) EXCLUDES(mutex_);
     // Stores `bytes` at `version` if the ticket is still good (see the rules above). Fires the

@@ -28,11 +28,20 @@
 // content while a newer change of its key arrived less than `check_after` ago is therefore
 // deferred to that change's check time (counted once, then).
 //
+// Near caches (docs/near-cache.md) live in a service's process, so the inspector sees only those
+// it is given in its own process (watch_near_cache). For each sampled change of a watched entity
+// it then also looks at the local entry at check time — without counting a hit or touching the
+// LRU order (NearCache::peek) — and judges it by the same rule: stale when its version is older
+// than the committed one, when the row was deleted, or (compare_content) when its content
+// differs. A near entry that is absent (invalidated, evicted, past its local TTL) is fresh. Its
+// counts are kept apart, in InspectorMetrics::near_cache.
+//
 // It is a sampler: after a lost connection it resumes from the last transaction it saw, and a
 // position that is gone (purged binlogs) restarts it from the server's current one (samples
 // lost, nothing else).
 //
-// Thread safety: compare_content/start/stop from one owner thread; metrics() from any.
+// Thread safety: compare_content/watch_near_cache/start/stop from one owner thread; metrics()
+// from any.
 #pragma once
 
 #include <chrono>
@@ -47,7 +56,9 @@
 
 namespace lockstep {
 
+class NearCache;
 class RedisClient;
+class RedisNearCache;
 
 struct InspectorOptions {
     // Its replica id: distinct from the server's, every follower's and every other inspector's.
@@ -67,7 +78,8 @@ struct InspectorOptions {
     std::chrono::milliseconds read_timeout{1000};
 };
 
-// The counters of one table (InspectorMetrics::tables), with the same meanings as below.
+// The counters of one table (InspectorMetrics::tables), or of the entries of the watched near
+// caches (InspectorMetrics::near_cache), with the same meanings as below.
 struct InspectorTableMetrics {
     std::uint64_t rows_seen = 0;
     std::uint64_t checked = 0;
@@ -101,8 +113,13 @@ struct InspectorMetrics {
     double staleness_p99_ms = 0;
     double staleness_max_ms = 0;
     bool connected = false;
-    // The same per watched table, by "database.table" as the binlog names it.
+    // The same per watched table, by "database.table" as the binlog names it. Redis entries only.
     std::map<std::string, InspectorTableMetrics> tables;
+    // The same for the local entries of the near caches given to watch_near_cache(): rows_seen
+    // counts the changes of watched entities once per near cache, checked the local entries
+    // judged, stale those found stale (all zero without a watched near cache). check_errors,
+    // content_reads and deferred above count these checks too.
+    InspectorTableMetrics near_cache;
 };
 
 class ConsistencyInspector {
@@ -117,6 +134,12 @@ public:
     // Compares the cached values of `entity` by content too (above). REQUIRES: before start();
     // `entity.entity` and `entity.prefix` name a binding of the map (ConfigError otherwise).
     void compare_content(InspectedEntity entity);
+    // Judges the entries of `near` too, for the changes of `entity` cached under key prefix
+    // `prefix` (a repository given this near cache in RepositoryOptions::near_cache). It is kept
+    // alive while the inspector is. REQUIRES: before start(); `entity` and `prefix` name a
+    // binding of the map (ConfigError otherwise).
+    void watch_near_cache(const std::string& entity, const std::string& prefix, std::shared_ptr<const NearCache> near);
+    void watch_near_cache(const std::string& entity, const std::string& prefix, std::shared_ptr<RedisNearCache> near);
     // Starts following from the server's current position (a reader and a checker thread).
     void start();
     void stop();
