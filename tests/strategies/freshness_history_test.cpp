@@ -6,15 +6,21 @@
 // within its documented bound, the TTL (plus the longest read, which may backfill that late).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <iostream>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "lockstep/core/uri.h"
+#include "lockstep/servers/fault_proxy.h"
 #include "lockstep/servers/freshness_history.h"
+#include "lockstep/servers/proxied_url.h"
 #include "strategies_test_support.h"
+#include "test_servers.h"
 
 namespace lockstep::test {
 namespace {
@@ -58,6 +64,17 @@ struct Combo {
     LockMode mode;
 };
 
+// How the load deviates from the default (every client reads and writes, 1 op in 5 a write,
+// on the test's Redis).
+struct Shape {
+    std::function<RedisClient&(int)> redis_for;   // client c's Redis (a proxied one)
+    std::function<void(RepositoryOptions&)> tune;  // adjusts each client's options
+    std::function<bool(int)> writes;               // whether client c writes at all
+    int keys = 4;
+    int write_one_in = 5;                          // a writing client's share of writes
+    std::atomic<std::uint64_t>* cache_errors = nullptr;  // sums the clients' failed cache operations
+};
+
 class FreshnessOfARepository : public ::testing::Test {
 protected:
     static constexpr int kClients = 4;
@@ -65,10 +82,15 @@ protected:
 
     // Runs the load for `duration` and returns its history; the longest read, in `longest_read_us`.
     std::unique_ptr<FreshnessHistory> run(const Combo& combo, std::chrono::milliseconds duration,
-                                          std::chrono::milliseconds ttl, std::int64_t& longest_read_us) {
+                                          std::chrono::milliseconds ttl, std::int64_t& longest_read_us,
+                                          const Shape& shape = {}) {
+        const auto& redis_for = shape.redis_for;
+        const auto& tune = shape.tune;
+        auto* cache_errors = shape.cache_errors;
+        const int keys = shape.keys;
         const std::string prefix = unique_key_prefix();
         std::vector<std::int64_t> ids;
-        for (int k = 0; k < kKeys; ++k) {
+        for (int k = 0; k < keys; ++k) {
             ids.push_back(cleanup_.add(unique_id()));
             insert_product(ids.back(), 1);
         }
@@ -87,16 +109,19 @@ protected:
                 o.lock_wait = 10s;
                 o.ttl = ttl;
                 o.ttl_jitter = 0ms;
+                if (tune) tune(o);
                 // Each client its own repository, as separate services sharing one cache.
-                CachedRepository<VersionedProduct> repo(versioned_product_entity(), db(), redis(), o);
+                CachedRepository<VersionedProduct> repo(versioned_product_entity(), db(),
+                                                        redis_for ? redis_for(c) : redis(), o);
                 std::mt19937_64 rng(static_cast<std::uint64_t>(c) * 7919 + 1);
-                std::uniform_int_distribution<int> pick_key(0, kKeys - 1), pick_op(0, 4);
+                std::uniform_int_distribution<int> pick_key(0, keys - 1), pick_op(0, shape.write_one_in - 1);
+                const bool writer = !shape.writes || shape.writes(c);
                 while (std::chrono::steady_clock::now() < until) {
                     const int k = pick_key(rng);
                     const std::string key = std::to_string(ids[k]);
                     const std::int64_t at = monotonic_us();
                     try {
-                        if (pick_op(rng) == 0) {
+                        if (writer && pick_op(rng) == 0) {
                             const auto stored = repo.update(ids[k], [](VersionedProduct& p) { p.price += 1; });
                             history->write_done(c, key, at, stored ? stored->version : 0);
                         } else {
@@ -113,6 +138,7 @@ protected:
                     }
                 }
                 repo.settle(5s);
+                if (cache_errors) cache_errors->fetch_add(repo.metrics().cache_errors);
             });
         }
         for (auto& t : clients) t.join();
@@ -156,6 +182,78 @@ TEST_F(FreshnessOfARepository, WriteThenDeleteWithoutALockIsStaleOnlyWithinItsTt
     std::cout << "[ measure ] " << check.summary() << ", " << check.writes << " writes (bound: TTL "
               << kTtl.count() << " ms + longest read " << longest_read_us / 1000 << " ms)\n";
     EXPECT_GT(check.reads, 100u);
+    EXPECT_TRUE(check.ok()) << check.describe();
+}
+
+// The network as a fault (RACES C5 under a partition): half the clients reach Redis through a
+// fault proxy that cycles through blackhole, latency and reset while the load runs. A write
+// whose DEL fails there goes to its retry queue, so the other clients may read the old entry
+// until the link passes again and the retry lands; never later. The bound: the longest cut as
+// it happened, plus the retry's longest backoff, plus the longest read (which may backfill that
+// late), plus two socket timeouts: a retried DEL sent into the cut waits its timeout out even
+// when the link passes meanwhile, and the next attempt may meet the reset that follows. A lost
+// delete would leave an entry stale for its TTL (10 minutes) until the next write of its key: an
+// anomaly.
+TEST_F(FreshnessOfARepository, UnderNetworkFaultsEveryStaleReadEndsWithinTheRetryBound) {
+    if (servers().redis_is_cluster()) GTEST_SKIP() << "one proxy per endpoint: single-node Redis only";
+    const auto endpoints = url_endpoints(servers().redis_url());
+    FaultProxy proxy(endpoints.front().host, endpoints.front().port);
+    constexpr auto kSocketTimeout = 200ms, kRetryMax = 100ms, kLongestCut = 300ms;
+    RedisOptions ro = parse_redis_url(proxied_redis_url(servers().redis_url(), proxy));
+    ro.connect_timeout = kSocketTimeout;
+    ro.socket_timeout = kSocketTimeout;
+    RedisClient proxied(ro);
+
+    std::atomic<bool> done{false};
+    std::atomic<std::int64_t> longest_cut_us{0};  // as it happened: a starved thread cuts longer
+    std::thread faults([&] {
+        // blackhole (the longest cut), latency, reset: each followed by a clean stretch.
+        while (!done.load()) {
+            const std::int64_t cut_at = monotonic_us();
+            proxy.blackhole();
+            std::this_thread::sleep_for(kLongestCut);
+            proxy.pass();
+            longest_cut_us = std::max(longest_cut_us.load(), monotonic_us() - cut_at);
+            std::this_thread::sleep_for(200ms);
+            proxy.latency(20ms, 10ms);
+            std::this_thread::sleep_for(200ms);
+            proxy.pass();
+            std::this_thread::sleep_for(100ms);
+            proxy.reset();
+            std::this_thread::sleep_for(200ms);
+        }
+        proxy.pass();
+    });
+    const Combo combo{"WriteThenDelete+Mutex, faults on half the clients' Redis link",
+                      [] { return std::make_shared<WriteThenDelete>(); }, LockMode::Mutex};
+    std::int64_t longest_read_us = 0;
+    std::atomic<std::uint64_t> cache_errors{0};
+    // Only the proxied clients write, rarely, over 16 keys: a delete they lose is not hidden by
+    // the next write of the same key coming a moment later.
+    Shape shape;
+    shape.redis_for = [&](int c) -> RedisClient& { return c % 2 == 0 ? proxied : redis(); };
+    shape.writes = [](int c) { return c % 2 == 0; };
+    shape.keys = 16;
+    shape.write_one_in = 100;
+    shape.tune = [&](RepositoryOptions& o) {
+        o.delete_retry_initial = 20ms;
+        o.delete_retry_max = kRetryMax;
+        o.cache_retry_after = 100ms;
+    };
+    shape.cache_errors = &cache_errors;
+    const auto history = run(combo, 3000ms, 10min, longest_read_us, shape);
+    done = true;
+    faults.join();
+    const auto bound = std::chrono::microseconds(longest_cut_us.load() + longest_read_us) + 2 * kSocketTimeout +
+                       kRetryMax;
+    const FreshnessCheck check = history->check(bound);
+    std::cout << "[ measure ] " << check.summary() << ", " << check.writes << " writes, " << cache_errors.load()
+              << " failed cache operations (bound: longest cut " << longest_cut_us.load() / 1000
+              << " ms + 2 x socket timeout " << kSocketTimeout.count() << " ms + retry " << kRetryMax.count()
+              << " ms + longest read " << longest_read_us / 1000 << " ms)\n";
+    EXPECT_GT(check.reads, 100u);
+    EXPECT_GT(check.writes, 20u);
+    EXPECT_GT(cache_errors.load(), 0u) << "the faults reached the proxied clients";
     EXPECT_TRUE(check.ok()) << check.describe();
 }
 
