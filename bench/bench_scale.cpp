@@ -914,6 +914,7 @@ void register_scale(Environment& env, Plan& plan) {
     register_holds_curve(env, plan, sb);
     register_waiters_curve(env, plan, sb);
     register_processes_curve(env, plan, sb);
+    register_scale_entry_memory(env, plan);
 }
 
 }  // namespace lockstep::bench

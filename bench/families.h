@@ -85,6 +85,8 @@ void register_near_cache(Environment& env, Plan& plan);
 // --scale: per-operation cost as the work grows (hot keys, holds, waiters, processes), each size
 // against the smallest size of its curve in the same run (bench_scale.cpp).
 void register_scale(Environment& env, Plan& plan);
+// --scale: Redis memory per cached entry at 10k and 1M entries ÷ a raw SET of the payload.
+void register_scale_entry_memory(Environment& env, Plan& plan);
 #endif
 
 #if LOCKSTEP_BENCH_HAS_INVALIDATION
@@ -92,6 +94,8 @@ void register_scale(Environment& env, Plan& plan);
 void register_follower(Environment& env, Plan& plan);
 // The follower through a primary failover: its gap and the keys it flushed (shown).
 void register_follower_failover(Environment& env, Plan& plan);
+// --scale: the follower catching up a backlog of 10k, 100k and 1M rows (rate, memory).
+void register_scale_follower_backlog(Environment& env, Plan& plan);
 #endif
 
 }  // namespace lockstep::bench

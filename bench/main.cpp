@@ -133,6 +133,9 @@ int run(int argc, char** argv) {
     if (scale) {
 #if LOCKSTEP_BENCH_HAS_STRATEGIES
         register_scale(env, plan);
+#if LOCKSTEP_BENCH_HAS_INVALIDATION
+        register_scale_follower_backlog(env, plan);
+#endif
         if (!filtered) gb_args.emplace_back("--benchmark_filter=^scale/");
 #else
         plan.add_not_built(row_order::kScale, "scale", "≤ 1.2×",
