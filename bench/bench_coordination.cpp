@@ -6,7 +6,7 @@
 //     default at_least_for (the slot's end: every(1 h)) and release() right after the job, which
 //     ends the hold as at_least_for 0 would (without a run record at_least_for 0 skips every slot
 //     as "too late"). Redis and MySQL. Target <= 1.2x.
-//   - The run record: a transaction of one UPDATE with JobRunRecord::record first (fence check
+//   - The run record: a transaction of one UPDATE with JobRunRecord::record first (fence upsert
 //     and the slot's row, in that transaction) against the same transaction without it. Each
 //     call records a new slot with a greater token, as every real run does. Target <= 1.15x.
 //   - A semaphore permit: Semaphore::acquire() + release() against RedisMutex lock()+unlock() on
@@ -142,10 +142,11 @@ void register_job_slot(Environment& env, Plan& plan, const char* bench, const st
         const MedianRepetition m(r, bench, "job", "mutex");
         TableRow row = paired_latency_row(m, "job", "mutex", 1.2, "run_once+release", "lock+unlock");
         const std::string clock = backend == "redis" ? "TIME" : "SELECT UTC_TIMESTAMP(6)";
-        row.notes = "a fresh JobLock, empty job, release() right after it; the slot costs the lock cycle plus two "
-                    "reads of the server clock (" + clock + " before, to know the slot, and after the acquisition, "
-                    "to know which slot the lock was won in) and a thread that keeps the hold: 4 round trips "
-                    "against 2 (+" + micros(m.seconds("job") - m.seconds("mutex")) + " a slot)";
+        row.notes = "a fresh JobLock, empty job, release() right after it; the slot costs the lock cycle plus one "
+                    "read of the server clock (" + clock + ", before, to know the slot; it also bounds the "
+                    "server's time at the grant, so no second read unless the grant may fall across a slot "
+                    "boundary or at_least_for): 3 round trips against 2 (+" + micros(m.seconds("job") - m.seconds("mutex")) +
+                    " a slot)";
         if (!commands->empty()) row.notes += "; Redis commands " + *commands;
         return row;
     });
@@ -193,8 +194,8 @@ void register_run_record(Environment& env, Plan& plan) {
                  const MedianRepetition m(r, kRunRecord, "recorded", "plain");
                  TableRow row = paired_latency_row(m, "recorded", "plain", 1.15, "record+UPDATE+COMMIT",
                                                    "UPDATE+COMMIT");
-                 row.notes = "JobRunRecord::record in the job's transaction: INSERT IGNORE of the fence row, SELECT ... "
-                             "FOR UPDATE of it, UPDATE of the fence (a newer token), INSERT of the slot's row: 4 "
+                 row.notes = "JobRunRecord::record in the job's transaction: one upsert of the fence row (INSERT ... ON "
+                             "DUPLICATE KEY UPDATE, raised to the newer token) and the INSERT of the slot's row: 2 "
                              "statements (round trips) more than BEGIN, UPDATE, COMMIT (+" +
                              micros(m.seconds("recorded") - m.seconds("plain")) + " a run)";
                  return row;

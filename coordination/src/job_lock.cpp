@@ -3,26 +3,33 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
-#include <thread>
 
 #include "lockstep/coordination/job_run_record.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/names.h"
+#include "job_hold_keeper.h"
 
 namespace lockstep {
 
 namespace {
 
+using namespace std::chrono_literals;
 using SystemTime = std::chrono::system_clock::time_point;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 constexpr std::string_view kRefused = "another node holds the job's lock";
 
+// A name for a node that did not give one: unique enough for records and logs. The engine is
+// seeded once per thread (a std::random_device is costly to open: it was the largest part of a
+// JobLock's construction).
 std::string random_owner() {
-    std::random_device rd;
+    thread_local std::mt19937_64 engine{[] {
+        std::random_device rd;
+        return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    }()};
     char buf[17];
-    std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(engine()));
     return buf;
 }
 
@@ -45,142 +52,89 @@ std::string_view to_string(JobOutcome o) noexcept {
 
 void JobContext::record_run(Transaction& tx) const { JobRunRecord::record(tx, job_, slot_.index, token_, owner_, started_); }
 
-// One run's hold, kept by a thread of its own (a distributed lock belongs to the thread that took
-// it) from the acquisition to its deadline; shared with the caller of run_once and the lock's
-// loss callback.
-struct JobLock::Hold {
+// One run's hold: the movable Hold, its deadlines and the run's state, shared by run_once, the
+// keeper thread (which ends it at its deadline) and the lock's loss callback.
+struct JobLock::SlotHold final : coordination_detail::KeptHold {
     Mutex mu;
     CondVar changed;
-    bool decided GUARDED_BY(mu) = false;  // acquired and checked, or refused, or failed
-    bool run GUARDED_BY(mu) = false;      // the decision: this node runs the slot
-    JobRun decision GUARDED_BY(mu);
-    SystemTime started GUARDED_BY(mu);
-    std::exception_ptr error GUARDED_BY(mu);
-    bool job_done GUARDED_BY(mu) = false;
+    Hold held GUARDED_BY(mu);             // empty once released (or before it is handed over)
+    bool ended GUARDED_BY(mu) = false;    // released: the next run may take the lock
     bool release_now GUARDED_BY(mu) = false;
+    bool job_done GUARDED_BY(mu) = false;
     bool overran GUARDED_BY(mu) = false;
+    SteadyTime hold_until GUARDED_BY(mu) = SteadyTime::max();
+    SteadyTime cap GUARDED_BY(mu) = SteadyTime::max();
     const std::shared_ptr<std::atomic<bool>> lost = std::make_shared<std::atomic<bool>>(false);
     std::stop_source stop;
-    std::thread thread;  // started and joined under JobLock::run_mu_
 
-    void decide(JobRun r, bool run_it) EXCLUDES(mu) {
+    // Releases `h` (never throws: a loss or a failed release is reported) and marks the end.
+    void end_with(Hold h) EXCLUDES(mu) {
+        if (h) h.release();
+        coordination_detail::JobHoldKeeper::instance().forget(this);
         MutexLock g(mu);
-        decision = std::move(r);
-        run = run_it;
-        decided = true;
+        ended = true;
         changed.notify_all();
     }
-    void fail(std::exception_ptr e) EXCLUDES(mu) {
+    // Takes the hold out for release, or nothing if it was taken already.
+    Hold take() EXCLUDES(mu) {
         MutexLock g(mu);
-        error = std::move(e);
-        decided = true;
-        changed.notify_all();
+        return std::move(held);
     }
+
+    SteadyTime check(SteadyTime now) override EXCLUDES(mu) {
+        Hold out;
+        bool stop_it = false;
+        {
+            MutexLock g(mu);
+            if (!held) return SteadyTime::max();  // released by the run or by release()
+            if (release_now || lost->load()) {
+                out = std::move(held);
+            } else if (now >= cap) {
+                overran = stop_it = !job_done;
+                out = std::move(held);
+            } else if (job_done && now >= hold_until) {
+                out = std::move(held);
+            } else {
+                return job_done ? hold_until : cap;
+            }
+        }
+        if (stop_it) stop.request_stop();
+        end_with(std::move(out));  // reports (never throws) a hold that was lost meanwhile
+        return SteadyTime::max();
+    }
+};
+
+// The mutex's loss callback is set once, when the JobLock makes its mutex; a loss belongs to the
+// current run's hold (one at a time: a run waits for the last one's end before it acquires).
+struct JobLock::LossTarget {
+    Mutex mu;
+    std::weak_ptr<SlotHold> hold GUARDED_BY(mu);
 };
 
 namespace {
 
-struct KeepArgs {
-    LockService* service;
-    std::string lock_name;
-    LockOptions lock;
-    JobSchedule schedule;
-    std::optional<std::chrono::milliseconds> at_least_for, at_most_for;
-    std::chrono::milliseconds boundary_wait;
-    MysqlPool* run_record;
-    std::string job;
-    std::function<SystemTime()> local_clock;
-    std::optional<std::int64_t> last_slot;
+// The server's time at the acquisition, from a read of it before and this node's steady clock.
+// The read's stamp was made between `read_sent` and `read_back`, the grant between `acq_sent`
+// and `acq_back`, so the server's clock advanced between them by at least acq_sent - read_back
+// and at most acq_back - read_sent (the clocks' rates agree to 1%; 1 ms more for the steady
+// clock's and the server's resolution).
+struct GrantBounds {
+    SystemTime earliest, latest;
 };
 
-// The hold's thread: acquire, decide, keep until the deadline, release.
-void keep(const std::shared_ptr<JobLock::Hold>& h, KeepArgs a) {
-    LockOptions lo = std::move(a.lock);
-    lo.on_lost = [weak = std::weak_ptr<JobLock::Hold>(h), user = std::move(lo.on_lost)](const LockLoss& loss) {
-        if (auto s = weak.lock()) {
-            s->lost->store(true);
-            s->stop.request_stop();
-            MutexLock g(s->mu);
-            s->changed.notify_all();
-        }
-        if (user) user(loss);
-    };
-    std::unique_ptr<DistributedMutex> m;
-    try {
-        m = a.service->make_mutex(a.lock_name, std::move(lo));
-        if (!m->try_lock_for(a.boundary_wait)) {
-            JobRun r;
-            r.skip_reason = std::string(kRefused);
-            h->decide(std::move(r), false);
-            return;
-        }
-    } catch (...) {
-        h->fail(std::current_exception());
-        return;
-    }
-    JobRun r;
-    SystemTime now, at_least, at_most;
-    SteadyTime anchor;
-    try {
-        // The slot is the one the server's clock is in now that the lock is ours: a node that
-        // waited across a boundary runs the new slot, never the old one.
-        now = a.service->server_time();
-        anchor = std::chrono::steady_clock::now();  // after the reply: deadlines err late, never early
-        r.local_clock_offset = std::chrono::duration_cast<std::chrono::milliseconds>(
-            (a.local_clock ? a.local_clock() : std::chrono::system_clock::now()) - now);
-        r.slot = a.schedule.slot_at(now);
-        at_least = a.at_least_for ? r.slot.start + *a.at_least_for : r.slot.end;
-        // at_most_for counts from this acquisition (ShedLock's lockAtMostFor), so a node that
-        // takes over a slot whose holder died or overran gets the whole allowance.
-        at_most = a.at_most_for ? now + *a.at_most_for : r.slot.end;
-        if (a.last_slot && r.slot.index <= *a.last_slot) {
-            r.skip_reason = "this node already ran the slot";
-        } else if (a.run_record) {
-            if (JobRunRecord::find(*a.run_record, a.job, r.slot.index)) r.skip_reason = "the slot has a run record";
-        } else if (now >= at_least) {
-            // Someone may have run the slot and released it at at_least_for (O4): too late to tell.
-            r.skip_reason = "too late: past at_least_for into the slot";
-        }
-        if (r.skip_reason.empty()) r.token = m->fence_token();
-    } catch (...) {
-        m->unlock();
-        h->fail(std::current_exception());
-        return;
-    }
-    if (!r.skip_reason.empty()) {
-        m->unlock();
-        h->decide(std::move(r), false);
-        return;
-    }
-    const SteadyTime hold_until = steady_at(anchor, now, std::min(at_least, at_most));
-    const SteadyTime cap = steady_at(anchor, now, at_most);
-    {
-        MutexLock g(h->mu);
-        h->started = now;
-    }
-    h->decide(std::move(r), true);
-    bool overran = false;
-    {
-        MutexLock g(h->mu);
-        for (;;) {
-            if (h->release_now || h->lost->load()) break;
-            const auto t = std::chrono::steady_clock::now();
-            if (t >= cap) {
-                overran = h->overran = !h->job_done;
-                break;
-            }
-            if (h->job_done && t >= hold_until) break;
-            h->changed.wait_until(h->mu, h->job_done ? hold_until : cap);
-        }
-    }
-    if (overran) h->stop.request_stop();
-    m->unlock();  // reports (never throws) a hold that was lost meanwhile
+GrantBounds grant_bounds(SystemTime read, SteadyTime read_sent, SteadyTime read_back, SteadyTime acq_sent,
+                         SteadyTime acq_back) {
+    const auto widest = acq_back - read_sent;
+    const auto margin = std::chrono::duration_cast<std::chrono::system_clock::duration>(1ms + widest / 100);
+    return {read + std::chrono::duration_cast<std::chrono::system_clock::duration>(acq_sent - read_back) - margin,
+            read + std::chrono::duration_cast<std::chrono::system_clock::duration>(widest) + margin};
 }
 
 }  // namespace
 
 JobLock::JobLock(LockService& service, std::string job, JobSchedule schedule, JobLockOptions options)
-    : service_(service), job_(std::move(job)), schedule_(std::move(schedule)), options_(std::move(options)) {
+    : service_(service), job_(std::move(job)), schedule_(std::move(schedule)), options_(std::move(options)),
+      loss_target_(std::make_shared<LossTarget>()) {
     check_name("job name", job_);
     if (options_.lock_name.empty()) options_.lock_name = "job:" + job_;
     if (options_.owner.empty()) options_.owner = random_owner();
@@ -188,36 +142,55 @@ JobLock::JobLock(LockService& service, std::string job, JobSchedule schedule, Jo
         throw ConfigError("at_most_for", "must not be shorter than at_least_for");
     }
     if (options_.boundary_wait.count() < 0) throw ConfigError("boundary_wait", "must not be negative");
+    LockOptions lo = options_.lock;
+    lo.on_lost = [weak = std::weak_ptr<LossTarget>(loss_target_), user = options_.lock.on_lost](const LockLoss& loss) {
+        if (auto target = weak.lock()) {
+            std::shared_ptr<SlotHold> h;
+            {
+                MutexLock g(target->mu);
+                h = target->hold.lock();
+            }
+            if (h) {
+                h->lost->store(true);
+                h->stop.request_stop();
+                coordination_detail::JobHoldKeeper::instance().poke();  // it releases the lost hold
+            }
+        }
+        if (user) user(loss);
+    };
+    mutex_ = service_.make_mutex(options_.lock_name, std::move(lo));
 }
 
 JobLock::~JobLock() { release(); }
 
-void JobLock::signal_release() {
-    std::shared_ptr<Hold> h;
+void JobLock::await_last_hold() {
+    std::shared_ptr<SlotHold> h;
     {
         MutexLock g(mu_);
         h = hold_;
     }
     if (!h) return;
-    h->stop.request_stop();
     MutexLock g(h->mu);
-    h->release_now = true;
-    h->changed.notify_all();
+    while (!h->ended) h->changed.wait(h->mu);
 }
 
-void JobLock::join_hold() {
-    std::shared_ptr<Hold> h;
+void JobLock::release() {
+    std::shared_ptr<SlotHold> h;
     {
         MutexLock g(mu_);
         h = hold_;
     }
-    if (h && h->thread.joinable()) h->thread.join();
-}
-
-void JobLock::release() {
-    signal_release();
+    if (h) {
+        h->stop.request_stop();
+        {
+            MutexLock g(h->mu);
+            h->release_now = true;  // a run that has not handed its hold over yet releases it
+        }
+        Hold out = h->take();
+        if (out) h->end_with(std::move(out));
+    }
     MutexLock r(run_mu_);  // a running job returns first (its stop was requested)
-    join_hold();
+    await_last_hold();
 }
 
 void JobLock::request_stop() {
@@ -232,71 +205,141 @@ JobRun JobLock::run_once(const std::function<void(JobContext&)>& job) {
         MutexLock g(mu_);
         last = last_slot_;
     }
+    const SteadyTime read_sent = std::chrono::steady_clock::now();
     const SystemTime server_now = service_.server_time();
-    const auto offset = std::chrono::duration_cast<std::chrono::milliseconds>(
-        (options_.local_clock ? options_.local_clock() : std::chrono::system_clock::now()) - server_now);
-    const JobSlot expected = schedule_.slot_at(server_now);
-    if (last && expected.index <= *last) {
+    const SteadyTime read_back = std::chrono::steady_clock::now();
+    const auto local_offset = [&](SystemTime server) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(
+            (options_.local_clock ? options_.local_clock() : std::chrono::system_clock::now()) - server);
+    };
+    JobRun r;
+    r.local_clock_offset = local_offset(server_now);
+    r.slot = schedule_.slot_at(server_now);
+    if (last && r.slot.index <= *last) {
         // This node ran the slot already: no need to ask the lock (the common case of a timer
         // that fires twice, or a loop that calls run_once more often than the slots change).
-        JobRun r;
-        r.slot = expected;
-        r.local_clock_offset = offset;
         r.skip_reason = "this node already ran the slot";
         return r;
     }
-    join_hold();  // the previous slot's hold ends at its own deadline, by this slot's start
-    auto h = std::make_shared<Hold>();
+    await_last_hold();  // the last slot's hold ends at its own deadline, by this slot's start
+    auto h = std::make_shared<SlotHold>();
     {
         MutexLock g(mu_);
         hold_ = h;
     }
-    h->thread = std::thread(keep, h,
-                            KeepArgs{&service_, options_.lock_name, options_.lock, schedule_, options_.at_least_for,
-                                     options_.at_most_for, options_.boundary_wait, options_.run_record, job_,
-                                     options_.local_clock, last});
-    JobRun result;
-    SystemTime started;
+    {
+        MutexLock g(loss_target_->mu);
+        loss_target_->hold = h;
+    }
+    const SteadyTime acq_sent = std::chrono::steady_clock::now();
+    Hold held;
+    try {
+        held = mutex_->try_acquire_for(options_.boundary_wait);
+    } catch (...) {
+        h->end_with(Hold{});
+        throw;
+    }
+    const SteadyTime acq_back = std::chrono::steady_clock::now();
+    if (!held) {
+        h->end_with(Hold{});
+        r.skip_reason = std::string(kRefused);
+        return r;
+    }
+    SystemTime started, at_least, at_most;
+    SteadyTime anchor;
+    SystemTime anchor_server;
+    try {
+        // The slot is the one the server's clock is in now that the lock is ours: a node that
+        // waited across a boundary runs the new slot, never the old one.
+        const GrantBounds grant = grant_bounds(server_now, read_sent, read_back, acq_sent, acq_back);
+        const JobSlot slot = schedule_.slot_at(grant.earliest);
+        const auto at_least_of = [&](const JobSlot& s) {
+            return options_.at_least_for ? s.start + *options_.at_least_for : s.end;
+        };
+        const SystemTime bound = at_least_of(slot);
+        const bool one_slot = schedule_.slot_at(grant.latest).index == slot.index;
+        const bool one_side = options_.run_record || grant.latest < bound || grant.earliest >= bound;
+        if (one_slot && one_side) {
+            // Deadlines through the first read: its stamp was made by read_back, so they err late.
+            r.slot = slot;
+            started = grant.earliest;
+            at_most = options_.at_most_for ? grant.latest + *options_.at_most_for : slot.end;
+            anchor = read_back;
+            anchor_server = server_now;
+        } else {
+            const SystemTime now = service_.server_time();
+            anchor = std::chrono::steady_clock::now();  // after the reply: deadlines err late, never early
+            anchor_server = started = now;
+            r.local_clock_offset = local_offset(now);
+            r.slot = schedule_.slot_at(now);
+            // at_most_for counts from this acquisition (ShedLock's lockAtMostFor), so a node that
+            // takes over a slot whose holder died or overran gets the whole allowance.
+            at_most = options_.at_most_for ? now + *options_.at_most_for : r.slot.end;
+        }
+        at_least = at_least_of(r.slot);
+        const SystemTime latest = one_slot && one_side ? grant.latest : started;
+        if (last && r.slot.index <= *last) {
+            r.skip_reason = "this node already ran the slot";
+        } else if (options_.run_record) {
+            if (JobRunRecord::find(*options_.run_record, job_, r.slot.index)) r.skip_reason = "the slot has a run record";
+        } else if (latest >= at_least) {
+            // Someone may have run the slot and released it at at_least_for (O4): too late to tell.
+            r.skip_reason = "too late: past at_least_for into the slot";
+        }
+        if (r.skip_reason.empty()) r.token = held.fence_token();
+    } catch (...) {
+        h->end_with(std::move(held));
+        throw;
+    }
+    if (!r.skip_reason.empty()) {
+        h->end_with(std::move(held));
+        return r;
+    }
+    const SteadyTime cap = steady_at(anchor, anchor_server, at_most);
     {
         MutexLock g(h->mu);
-        while (!h->decided) h->changed.wait(h->mu);
-        if (h->error || !h->run) {
-            auto error = h->error;
-            result = h->decision;
-            if (result.skip_reason == kRefused) {
-                result.slot = expected;
-                result.local_clock_offset = offset;
-            }
-            g.unlock();
-            h->thread.join();
-            if (error) std::rethrow_exception(error);
-            return result;
-        }
-        result = h->decision;
-        started = h->started;
+        h->hold_until = steady_at(anchor, anchor_server, std::min(at_least, at_most));
+        h->cap = cap;
+        if (!h->release_now) h->held = std::move(held);
     }
+    if (held) h->end_with(std::move(held));  // release() came first: the job runs with its stop requested
     {
         MutexLock g(mu_);
-        last_slot_ = result.slot.index;
+        last_slot_ = r.slot.index;
     }
-    JobContext ctx(job_, result.slot, result.token, options_.owner, started, h->stop.get_token(), h->lost);
+    coordination_detail::JobHoldKeeper::instance().watch(h, cap);
+    if (h->lost->load()) coordination_detail::JobHoldKeeper::instance().poke();  // lost before it was watched
+    JobContext ctx(job_, r.slot, r.token, options_.owner, started, h->stop.get_token(), h->lost);
     try {
         job(ctx);
     } catch (...) {
-        result.error = std::current_exception();
+        r.error = std::current_exception();
     }
     bool overran = false;
+    Hold done;
+    SteadyTime keep_until = SteadyTime::max();
     {
         MutexLock g(h->mu);
         h->job_done = true;
         overran = h->overran;
-        h->changed.notify_all();
+        if (h->held) {
+            if (std::chrono::steady_clock::now() >= h->hold_until) {
+                done = std::move(h->held);  // nothing left to keep it for: release it here
+            } else {
+                keep_until = h->hold_until;
+            }
+        }
     }
-    result.outcome = overran           ? JobOutcome::Overran
-                     : h->lost->load() ? JobOutcome::Lost
-                     : result.error    ? JobOutcome::Failed
-                                       : JobOutcome::Ran;
-    return result;
+    if (done) {
+        h->end_with(std::move(done));
+    } else if (keep_until != SteadyTime::max()) {
+        coordination_detail::JobHoldKeeper::instance().due_at(keep_until);
+    }
+    r.outcome = overran           ? JobOutcome::Overran
+                : h->lost->load() ? JobOutcome::Lost
+                : r.error         ? JobOutcome::Failed
+                                  : JobOutcome::Ran;
+    return r;
 }
 
 }  // namespace lockstep

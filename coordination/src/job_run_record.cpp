@@ -1,5 +1,6 @@
 #include "lockstep/coordination/job_run_record.h"
 
+#include <cstdint>
 #include <string>
 
 namespace lockstep {
@@ -7,6 +8,8 @@ namespace lockstep {
 namespace {
 
 constexpr int kDuplicateKey = 1062;
+// An upsert's count for a row it updated (1: inserted, or matched and left as it was).
+constexpr std::uint64_t kFenceRaised = 2;
 
 }  // namespace
 
@@ -24,16 +27,25 @@ void JobRunRecord::create_table(MysqlPool& pool) {
 
 void JobRunRecord::record(Transaction& tx, const std::string& job, std::int64_t slot, std::int64_t token,
                           const std::string& owner, std::chrono::system_clock::time_point started) {
-    // The fence row first: its lock orders every record of this job, and a stale token is refused
-    // before the slot's row is even looked at.
-    tx.execute("INSERT IGNORE INTO lockstep_job_fences (job, fence) VALUES (?, 0)", {job});
-    const auto fence = tx.query_one("SELECT fence FROM lockstep_job_fences WHERE job = ? FOR UPDATE", {job});
-    const std::int64_t seen = fence ? fence->get<std::int64_t>("fence") : 0;
-    if (token < seen) {
-        throw JobFenceError("job '" + job + "' slot " + std::to_string(slot) + ": fencing token " + std::to_string(token) +
-                            " is older than " + std::to_string(seen) + ", which already recorded a run");
+    // The fence row first: its row lock (taken by the upsert whether it inserts, raises or keeps
+    // the fence) orders every record of this job, and a stale token is refused before the slot's
+    // row is even looked at. One statement in the common case: it reports 2 (rows matched,
+    // CLIENT_FOUND_ROWS) only when it raised the fence to this token, i.e. every earlier token was
+    // smaller. 1 is a new row or a fence kept as it was (this token equal to it, or older): only
+    // then is the fence read back, under the lock the upsert already holds.
+    const std::uint64_t upserted = tx.execute(
+        "INSERT INTO lockstep_job_fences (job, fence) VALUES (?, ?) "
+        "ON DUPLICATE KEY UPDATE fence = IF(VALUES(fence) > fence, VALUES(fence), fence)",
+        {job, token});
+    if (upserted != kFenceRaised) {
+        const auto fence = tx.query_one("SELECT fence FROM lockstep_job_fences WHERE job = ? FOR UPDATE", {job});
+        const std::int64_t seen = fence ? fence->get<std::int64_t>("fence") : 0;
+        if (token < seen) {
+            throw JobFenceError("job '" + job + "' slot " + std::to_string(slot) + ": fencing token " +
+                                std::to_string(token) + " is older than " + std::to_string(seen) +
+                                ", which already recorded a run");
+        }
     }
-    if (token > seen) tx.execute("UPDATE lockstep_job_fences SET fence = ? WHERE job = ?", {token, job});
     const auto started_us =
         std::chrono::duration_cast<std::chrono::microseconds>(started.time_since_epoch()).count();
     try {

@@ -124,6 +124,82 @@ TEST(JobScheduleTest, ADailySlotEndsAtTheNextListedTime) {
     EXPECT_THROW(JobSchedule::every(0ms), ConfigError);
 }
 
+// The run record's fence, every path of its one-statement upsert: a new fence row, a fence raised
+// by a newer token, a fence kept by the same token, a stale token refused, and a refused record
+// that rolls back leaving the fence as it was.
+TEST(JobRunRecordTest, AStaleTokenIsRefusedWhicheverWayTheFenceRowWasWritten) {
+    MysqlPool pool(servers().mysql_options());
+    JobRunRecord::create_table(pool);
+    const std::string job = "fence-" + fresh_prefix();
+    const auto started = std::chrono::system_clock::now();
+    auto record = [&](std::int64_t slot, std::int64_t token) {
+        Transaction tx(pool);
+        JobRunRecord::record(tx, job, slot, token, "test", started);
+        tx.commit();
+    };
+    auto fence = [&] {
+        return pool.query_one("SELECT fence FROM lockstep_job_fences WHERE job = ?", {job})->get<std::int64_t>("fence");
+    };
+    record(1, 5);  // the job's first record: the upsert inserts the fence row
+    EXPECT_EQ(fence(), 5);
+    record(2, 7);  // a newer token raises it
+    EXPECT_EQ(fence(), 7);
+    EXPECT_THROW(record(3, 6), JobFenceError) << "a token older than the fence recorded a run";
+    EXPECT_EQ(fence(), 7);
+    EXPECT_FALSE(JobRunRecord::find(pool, job, 3));
+    record(3, 7);  // the same token, another slot: the fence is kept and the run recorded
+    EXPECT_THROW(record(3, 8), JobSlotTakenError);
+    EXPECT_EQ(fence(), 7) << "the refused record's raise of the fence rolled back with it";
+    EXPECT_THROW(record(1, 4), JobFenceError) << "refused before the slot's row is looked at";
+    EXPECT_EQ(JobRunRecord::count(pool, job), 3);
+    const auto rec = JobRunRecord::find(pool, job, 2);
+    ASSERT_TRUE(rec);
+    EXPECT_EQ(rec->token, 7);
+}
+
+// Two records of one job at once: the upsert's row lock makes the second wait for the first, which
+// commits a newer token; the second then reads the committed fence (not its snapshot) and is refused.
+TEST(JobRunRecordTest, ARecordWaitingOnANewerOneIsRefusedWhenThatOneCommits) {
+    MysqlPool pool(servers().mysql_options());
+    JobRunRecord::create_table(pool);
+    const std::string job = "fence-wait-" + fresh_prefix();
+    const auto started = std::chrono::system_clock::now();
+    {
+        Transaction tx(pool);
+        JobRunRecord::record(tx, job, 1, 10, "test", started);
+        tx.commit();
+    }
+    auto newer = std::make_unique<Transaction>(pool);
+    JobRunRecord::record(*newer, job, 2, 20, "newer", started);
+    std::atomic<bool> refused{false}, other{false};
+    std::thread older([&] {
+        try {
+            Transaction tx(pool);
+            JobRunRecord::record(tx, job, 3, 15, "older", started);
+            tx.commit();
+        } catch (const JobFenceError&) {
+            refused = true;
+        } catch (...) {
+            other = true;
+        }
+    });
+    // The older record is blocked on the fence row's lock (not sleep-and-hope: InnoDB says so).
+    const bool waiting = eventually(
+        [&] {
+            return pool.query_one("SELECT COUNT(*) AS n FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'")
+                       ->get<std::int64_t>("n") > 0;
+        },
+        10s);
+    newer->commit();
+    newer.reset();
+    older.join();
+    ASSERT_TRUE(waiting) << "the second record did not wait for the first's row lock";
+    EXPECT_TRUE(refused) << "a token older than a committed one recorded a run";
+    EXPECT_FALSE(other);
+    EXPECT_FALSE(JobRunRecord::find(pool, job, 3));
+    EXPECT_TRUE(JobRunRecord::find(pool, job, 2));
+}
+
 class JobLockTest : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
@@ -216,6 +292,52 @@ TEST_P(JobLockTest, NodesWhoseClocksDifferByTenSecondsAgreeOnTheSlot) {
     EXPECT_EQ(runs.load(), 1);
     EXPECT_NEAR(static_cast<double>(ra.local_clock_offset.count()), 5000.0, 1000.0);
     EXPECT_NEAR(static_cast<double>(rb.local_clock_offset.count()), -5000.0, 1000.0);
+}
+
+// A node whose timer fires just before a slot's end while the job's lock is still held waits
+// (boundary_wait) and wins it after the boundary: it runs the new slot, the one the server's
+// clock is in at the acquisition, not the one its first clock read fell in.
+TEST_P(JobLockTest, ANodeThatWinsTheLockAcrossASlotBoundaryRunsTheNewSlot) {
+    const auto schedule = JobSchedule::every(1000ms);
+    JobLockOptions o;
+    o.boundary_wait = 800ms;
+    o.lock.lease = kTestLease;
+    JobLock la(a(), "across", schedule, o);
+    auto holder = b().make_mutex("job:across");
+    await_slot_start(a(), schedule);
+    const auto in_slot = a().server_time();
+    const JobSlot before = schedule.slot_at(in_slot);
+    std::this_thread::sleep_for(before.end - in_slot - 200ms);  // the scenario: 200 ms before the end
+    std::mutex mu;
+    std::condition_variable cv;
+    bool held = false;
+    std::chrono::system_clock::time_point released_at;
+    std::thread other([&] {
+        holder->lock();
+        {
+            std::lock_guard l(mu);
+            held = true;
+        }
+        cv.notify_all();
+        const auto now = b().server_time();
+        std::this_thread::sleep_for(before.end - now + 100ms);  // holds it past the boundary
+        released_at = b().server_time();
+        holder->unlock();
+    });
+    {
+        std::unique_lock l(mu);
+        ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return held; }));
+    }
+    const auto called_at = a().server_time();
+    int runs = 0;
+    const JobRun r = la.run_once([&](JobContext&) { ++runs; });
+    other.join();
+    if (called_at >= before.end) GTEST_SKIP() << "the machine was too slow to call run_once before the boundary";
+    ASSERT_GE(released_at, before.end);
+    EXPECT_EQ(r.outcome, JobOutcome::Ran) << r.skip_reason;
+    EXPECT_EQ(r.slot.index, before.index + 1) << "the slot must be the one the lock was won in";
+    EXPECT_EQ(r.slot.index, schedule.slot_at(released_at).index);
+    EXPECT_EQ(runs, 1);
 }
 
 // A job that overruns at_most_for: the hold is released and the stop requested; a second node

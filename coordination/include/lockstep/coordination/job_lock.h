@@ -7,8 +7,12 @@
 //      and computes the slot (job_schedule.h);
 //   2. it takes the job's lock ("job:<name>"), waiting at most `boundary_wait` (a node arriving
 //      at a slot boundary waits for the previous slot's holder to let go, instead of skipping);
-//   3. it reads the server clock again, and the slot it now falls in is the one to run. It
-//      skips it when this node already ran it, when the acquisition came too late into the slot
+//   3. the slot the server's clock is in once the lock is won is the one to run. Step 1's read
+//      and this node's steady clock bound the server's time at the acquisition to an interval
+//      (two round trips wide, plus 1 ms and 1% for the clocks' rates); when the whole interval
+//      falls in one slot and on one side of at_least_for, that answers without a round trip,
+//      else the server's clock is read again (a node that waited across a boundary). It skips
+//      the slot when this node already ran it, when the acquisition came too late into the slot
 //      (at or after at_least_for from its start: some node may have run and released it), or,
 //      with a run record, when the slot has a record;
 //   4. it runs the job on the calling thread with a JobContext (slot, fencing token, a
@@ -21,9 +25,11 @@
 //   lockstep::JobLock lock(locks, "close-unpaid-orders", lockstep::JobSchedule::every(1min));
 //   lockstep::JobRun r = lock.run_once([&](lockstep::JobContext& run) { ... });
 //
-// The hold is kept by a thread of its own (a distributed lock belongs to the thread that took
-// it), so run_once returns when the job returns; the hold ends at its deadline in the
-// background, or earlier by release() / the destructor.
+// The hold is a movable Hold (locks/hold.h), renewed by the backend like any other. run_once
+// returns when the job returns; a hold still due to be kept then (at_least_for not reached yet)
+// is ended at its deadline by one thread the process shares among all JobLocks, or earlier by
+// release() / the destructor. A job that is still running at at_most_for is stopped by that
+// thread too. A run that returns past at_least_for releases the hold itself (one round trip).
 //
 // What it guarantees alone: one run per slot among nodes that fire within at_least_for of the
 // slot's start, as long as no hold is lost (a lease that ran out under a paused or partitioned
@@ -163,19 +169,22 @@ public:
     LockService& service() const noexcept { return service_; }
     const std::string& owner() const noexcept { return options_.owner; }
 
-    struct Hold;
+    struct SlotHold;
+    struct LossTarget;
 
 private:
-    void signal_release() EXCLUDES(mu_);
-    void join_hold() EXCLUDES(mu_);
+    // Waits until the last run's hold has ended (at its own deadline, by this slot's start).
+    void await_last_hold() EXCLUDES(mu_);
 
     LockService& service_;
     std::string job_;
     JobSchedule schedule_;
     JobLockOptions options_;
+    std::shared_ptr<LossTarget> loss_target_;   // where the mutex's on_lost finds the current hold
+    std::unique_ptr<DistributedMutex> mutex_;  // the job's lock; each run takes a movable Hold of it
     Mutex run_mu_;  // serialises run_once
     Mutex mu_;
-    std::shared_ptr<Hold> hold_ GUARDED_BY(mu_);  // the last run's hold (its thread may still keep it)
+    std::shared_ptr<SlotHold> hold_ GUARDED_BY(mu_);  // the last run's hold (it may still be kept)
     std::optional<std::int64_t> last_slot_ GUARDED_BY(mu_);  // the last slot this node ran
 };
 
