@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "families.h"
+#include "follower_options.h"
 #include "lockstep/db/pooled_mysql_connection.h"
 #include "lockstep/invalidation/binlog_invalidator.h"
 #include "repositories.h"
@@ -47,14 +48,10 @@ double quantile(std::vector<double> v, double q) {
 
 std::unique_ptr<BinlogInvalidator> make_follower(Environment& env, const std::string& prefix, const std::string& name,
                                                  std::uint32_t server_id) {
-    BinlogInvalidatorOptions o;
-    o.name = name;
-    o.server_id = server_id;
-    o.heartbeat = std::chrono::milliseconds(100);
-    o.flush_on_fresh_start = false;
     return std::make_unique<BinlogInvalidator>(
         env.mysql_options(), env.redis(),
-        InvalidationMap({{.table = "products", .entity = "product", .prefix = prefix}}), o);
+        InvalidationMap({{.table = "products", .entity = "product", .prefix = prefix}}),
+        bench_follower_options(name, server_id));
 }
 
 }  // namespace

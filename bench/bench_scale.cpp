@@ -118,17 +118,7 @@ double thread_cpu_seconds(pid_t tid) {
         long long ns = 0;
         if (in >> ns) return static_cast<double>(ns) / 1e9;
     }
-    std::ifstream in(dir + "/stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto paren = text.rfind(')');
-    if (paren == std::string::npos) return 0;
-    std::istringstream fields(text.substr(paren + 2));
-    std::string skip;
-    for (int i = 0; i < 11; ++i) fields >> skip;  // state .. cmajflt: fields 3-13
-    long long utime = 0, stime = 0;
-    fields >> utime >> stime;
-    const long ticks = ::sysconf(_SC_CLK_TCK);
-    return static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
+    return stat_file_cpu_seconds(dir + "/stat");
 }
 
 double threads_cpu_seconds(const std::vector<pid_t>& tids) {

@@ -21,14 +21,13 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
-#include <iterator>
-#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "families.h"
+#include "follower_options.h"
 #include "lockstep/core/error.h"
 #include "lockstep/db/pooled_mysql_connection.h"
 #include "lockstep/invalidation/binlog_invalidator.h"
@@ -51,18 +50,7 @@ long long resident_bytes() {
 
 // CPU seconds (user + system) of a process by pid, 0 if unknown.
 double pid_cpu_seconds(int pid) {
-    if (pid <= 0) return 0;
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto paren = text.rfind(')');
-    if (paren == std::string::npos) return 0;
-    std::istringstream fields(text.substr(paren + 2));
-    std::string skip;
-    for (int i = 0; i < 11; ++i) fields >> skip;  // state .. cmajflt: fields 3-13
-    long long utime = 0, stime = 0;
-    fields >> utime >> stime;
-    const long ticks = ::sysconf(_SC_CLK_TCK);
-    return static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
+    return pid > 0 ? stat_file_cpu_seconds("/proc/" + std::to_string(pid) + "/stat") : 0;
 }
 
 struct CatchUp {
@@ -154,14 +142,10 @@ public:
 
 private:
     std::unique_ptr<BinlogInvalidator> follower(const std::string& name) {
-        BinlogInvalidatorOptions o;
-        o.name = name;
-        o.server_id = server_id_;
-        o.heartbeat = std::chrono::milliseconds(100);
-        o.flush_on_fresh_start = false;
         return std::make_unique<BinlogInvalidator>(
             env_.mysql_options(), env_.redis(),
-            InvalidationMap({{.table = table_, .entity = "product", .prefix = prefix_}}), o);
+            InvalidationMap({{.table = table_, .entity = "product", .prefix = prefix_}}),
+            bench_follower_options(name, server_id_));
     }
 
     Environment& env_;

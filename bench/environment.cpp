@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
 
 #include "lockstep/core/logging.h"
 #include "lockstep/servers/demo_schema.h"
@@ -22,6 +25,20 @@ double process_cpu_seconds() {
     ::getrusage(RUSAGE_SELF, &u);
     return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+double stat_file_cpu_seconds(const std::string& path) {
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto paren = text.rfind(')');
+    if (paren == std::string::npos) return 0;
+    std::istringstream fields(text.substr(paren + 2));
+    std::string skip;
+    for (int i = 0; i < 11; ++i) fields >> skip;  // state .. cmajflt: fields 3-13
+    long long utime = 0, stime = 0;
+    fields >> utime >> stime;
+    const long ticks = ::sysconf(_SC_CLK_TCK);
+    return static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
 }
 
 double machine_busy_seconds() {

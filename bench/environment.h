@@ -121,6 +121,10 @@ long long process_context_switches();
 // CPU seconds (user + system) of every thread of this process so far.
 double process_cpu_seconds();
 
+// utime + stime of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat file, in seconds; 0 if
+// it cannot be read.
+double stat_file_cpu_seconds(const std::string& path);
+
 // CPU seconds all cores of the machine have been busy so far (/proc/stat: everything but idle
 // and iowait). Less this process and Redis, it tells how much else ran during a benchmark.
 double machine_busy_seconds();

@@ -172,6 +172,7 @@ TEST(JobRunRecordTest, ARecordWaitingOnANewerOneIsRefusedWhenThatOneCommits) {
     auto newer = std::make_unique<Transaction>(pool);
     JobRunRecord::record(*newer, job, 2, 20, "newer", started);
     std::atomic<bool> refused{false}, other{false};
+    std::string other_what;  // written by `older` before it ends, read after the join
     std::thread older([&] {
         try {
             Transaction tx(pool);
@@ -179,23 +180,33 @@ TEST(JobRunRecordTest, ARecordWaitingOnANewerOneIsRefusedWhenThatOneCommits) {
             tx.commit();
         } catch (const JobFenceError&) {
             refused = true;
-        } catch (...) {
+        } catch (const std::exception& e) {
+            other_what = e.what();
             other = true;
         }
     });
-    // The older record is blocked on the fence row's lock (not sleep-and-hope: InnoDB says so).
+    // The older record is blocked on the fence row's lock (not sleep-and-hope: the server says its
+    // upsert is still executing, which an unblocked upsert is for microseconds only). PROCESSLIST,
+    // not information_schema.INNODB_TRX, which showed the test's user one transaction of the two.
+    std::string probe_error;
     const bool waiting = eventually(
         [&] {
-            return pool.query_one("SELECT COUNT(*) AS n FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'")
-                       ->get<std::int64_t>("n") > 0;
+            try {
+                return pool.query_one("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST "
+                                      "WHERE INFO LIKE 'INSERT INTO lockstep_job_fences%'")
+                           ->get<std::int64_t>("n") > 0;
+            } catch (const std::exception& e) {
+                probe_error = e.what();
+                return false;
+            }
         },
         10s);
     newer->commit();
     newer.reset();
     older.join();
-    ASSERT_TRUE(waiting) << "the second record did not wait for the first's row lock";
+    ASSERT_TRUE(waiting) << "the second record did not wait for the first's row lock " << other_what << probe_error;
     EXPECT_TRUE(refused) << "a token older than a committed one recorded a run";
-    EXPECT_FALSE(other);
+    EXPECT_FALSE(other) << other_what;
     EXPECT_FALSE(JobRunRecord::find(pool, job, 3));
     EXPECT_TRUE(JobRunRecord::find(pool, job, 2));
 }
