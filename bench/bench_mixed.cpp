@@ -41,8 +41,10 @@ struct MixedCase {
     std::int64_t first_id = 0;
     // The highest version committed by a write that has returned, per key.
     std::vector<std::atomic<std::int64_t>> committed = std::vector<std::atomic<std::int64_t>>(kKeys);
-    // Every operation of every repetition, checked when the row is made.
+    // Every operation of every repetition of one run (--runs N: of each run), checked when the
+    // run's row is made; then a new history starts for the next run.
     std::unique_ptr<FreshnessHistory> history;
+    std::atomic<std::uint64_t> unchecked{0};  // mixed_load calls recorded since the last check
     std::atomic<std::int64_t> longest_read_us{0};
     // The documented staleness bound (see register_mixed) and the check against it, made once.
     std::chrono::milliseconds bound{0};
@@ -56,6 +58,7 @@ void mixed_load(benchmark::State& state, MixedCase& c) {
     std::uniform_int_distribution<int> pick_op(0, 9);
     long long reads = 0, writes = 0, stale = 0;
     std::string error;
+    c.unchecked.fetch_add(1);
     for (auto _ : state) {
         const int k = pick_key(rng);
         const std::int64_t id = c.first_id + k;
@@ -112,11 +115,13 @@ std::string stale_text(const Results& r, const std::string& name) {
 // The history checked against the case's bound, once; a bound above 0 also allows the longest
 // read, which may backfill the stale entry that late after the write it missed.
 const FreshnessCheck& freshness(MixedCase& c) {
-    if (!c.check) {
+    const bool recorded = c.unchecked.exchange(0) > 0;  // a run recorded since the last check
+    if (!c.check || recorded) {
         std::chrono::microseconds allowed = c.bound;
         if (allowed.count() > 0) allowed += std::chrono::microseconds(c.longest_read_us.load());
         c.check = c.history->check(allowed);
-        c.history.reset();  // the operations are no longer needed
+        c.history = std::make_unique<FreshnessHistory>(c.label);  // the next run's operations
+        c.longest_read_us = 0;
         if (!c.check->ok()) std::cerr << c.check->describe();
     }
     return *c.check;
