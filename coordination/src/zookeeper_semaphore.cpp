@@ -11,6 +11,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
+#include "lockstep/locks/zookeeper_last_heard.h"
 
 namespace lockstep::detail {
 
@@ -63,9 +64,16 @@ struct ZooKeeperSemaphore::State {
     Clock::time_point disconnected_since GUARDED_BY(mu){};
     long child_changes GUARDED_BY(mu) = 0;
     bool closing GUARDED_BY(mu) = false;
+    // When the current session last heard from the ensemble (probed from health(), which the
+    // semaphore's watchdog calls every T/6): a permit ends by then + T − margin (session_bound).
+    locks_detail::ZooKeeperLastHeard heard;
+
+    milliseconds timeout_now() REQUIRES(mu) {
+        return current && current->zh ? milliseconds(zoo_recv_timeout(current->zh)) : zk.session_timeout;
+    }
 
     // The client library's event thread. Never calls the client (that would wait on itself).
-    static void on_event(zhandle_t*, int type, int state, const char*, void* ctx) {
+    static void on_event(zhandle_t* zh, int type, int state, const char*, void* ctx) {
         auto* h = static_cast<ZkHandle*>(ctx);
         State* s = h->owner;
         MutexLock lock(s->mu);
@@ -74,6 +82,8 @@ struct ZooKeeperSemaphore::State {
             s->zstate = state;
             if (state == ZOO_CONNECTED_STATE) {
                 s->disconnected_since = {};
+                // Asynchronous, so safe on the event thread (zh is open while it runs).
+                s->heard.probe(zh, s->dir, h->session);
             } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
                 s->expired = true;
             } else if (s->disconnected_since == Clock::time_point{}) {
@@ -114,6 +124,8 @@ struct ZooKeeperSemaphore::State {
             live = fresh.get();
         }
         zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+        // The handshake is sent after this instant: the session lives at least until then + T.
+        heard.restart(Clock::now(), fresh->session);
         fresh->zh = zookeeper_init(zk.hosts.c_str(), &State::on_event, static_cast<int>(zk.session_timeout.count()),
                                    nullptr, fresh.get(), 0);
         if (!fresh->zh) throw ConnectionError("ZooKeeper " + zk.hosts + ": cannot create a client handle");
@@ -286,14 +298,27 @@ int ZooKeeperSemaphore::children() {
 }
 
 ZkSessionHealth ZooKeeperSemaphore::health() {
+    std::shared_ptr<ZkHandle> probe;  // declared first: dropped (and maybe closed) after the lock
+    ZkSessionHealth out = health_now(probe);
+    if (probe) state_->heard.probe(probe->zh, state_->dir, probe->session);
+    return out;
+}
+
+ZkSessionHealth ZooKeeperSemaphore::health_now(std::shared_ptr<ZkHandle>& probe) {
     MutexLock lock(state_->mu);
     ZkSessionHealth out;
     out.session = state_->current ? state_->current->session : 0;
     out.expired = state_->expired;
     const auto timeout = state_->current && state_->current->zh ? milliseconds(zoo_recv_timeout(state_->current->zh))
                                                                 : state_->zk.session_timeout;
-    out.unreachable = state_->disconnected_since != Clock::time_point{} &&
-                      Clock::now() - state_->disconnected_since >= timeout / 3;
+    // Or silent for a whole T: the ensemble may have expired the session by now.
+    out.unreachable = (state_->disconnected_since != Clock::time_point{} &&
+                       Clock::now() - state_->disconnected_since >= timeout / 3) ||
+                      (state_->current && Clock::now() >= state_->heard.kept_until(timeout, Clock::duration::zero()));
+    // Keeps last heard fresh for session_bound.
+    if (state_->current && state_->current->zh && !state_->expired) {
+        probe = state_->current;
+    }
     return out;
 }
 
@@ -304,10 +329,12 @@ std::function<Clock::time_point()> ZooKeeperSemaphore::session_bound(std::uint64
         if (!s) return Clock::time_point::min();
         MutexLock lock(s->mu);
         if (s->expired || !s->current || s->current->session != session) return Clock::time_point::min();
-        if (s->disconnected_since == Clock::time_point{}) return Clock::time_point::max();
-        const milliseconds timeout =
-            s->current->zh ? milliseconds(zoo_recv_timeout(s->current->zh)) : s->zk.session_timeout;
-        return s->disconnected_since + timeout / 3 - margin;
+        const milliseconds timeout = s->timeout_now();
+        // The ensemble expires the session T after it last heard from this client, however late
+        // the client library declares the disconnection; the disconnection's own bound as well.
+        const Clock::time_point heard_bound = s->heard.kept_until(timeout, margin);
+        if (s->disconnected_since == Clock::time_point{}) return heard_bound;
+        return std::min(heard_bound, s->disconnected_since + timeout / 3 - margin);
     };
 }
 

@@ -33,7 +33,7 @@ struct ZkLease {
 struct ZkSessionHealth {
     std::uint64_t session = 0;  // generation of the current session (0: none opened yet)
     bool expired = false;       // the current session expired (its lease nodes are gone)
-    bool unreachable = false;   // disconnected past the validity bound (session_bound)
+    bool unreachable = false;   // disconnected past T/3, or silent for T (session_bound)
 };
 
 class ZooKeeperSemaphore {
@@ -50,12 +50,15 @@ public:
     bool release(const ZkLease& lease);
     // Lease nodes present now (held and waiting).
     int children();
+    // How the session stands; also sends a probe that keeps last heard fresh (the watchdog calls
+    // it every T/6 or more often).
     ZkSessionHealth health();
-    // Until when a permit of `session` is valid, asked on every lost(): max while connected;
-    // while disconnected, disconnected_since + T/3 − margin (the client declares a disconnection
-    // after 2T/3 of silence and the ensemble may expire the session T after it last heard: the
-    // ZooKeeper mutex's rule, L11); min once the session expired, was replaced or the semaphore is
-    // gone. Safe to call after the semaphore was destroyed.
+    // Until when a permit of `session` is valid, asked on every lost(): last_heard + T − margin,
+    // last_heard being the send time of the newest request the ensemble answered (probed by
+    // health(); ZooKeeperLastHeard), since the ensemble expires the session T after it last heard
+    // from the client; while disconnected, no later than disconnected_since + T/3 − margin either
+    // (the ZooKeeper mutex's rule, L11); min once the session expired, was replaced or the
+    // semaphore is gone. Safe to call after the semaphore was destroyed.
     std::function<std::chrono::steady_clock::time_point()> session_bound(std::uint64_t session,
                                                                         std::chrono::milliseconds margin) const;
     // Closes the session `session` (when it is still the current one) after its permits were
@@ -70,6 +73,7 @@ public:
     struct State;
 
 private:
+    ZkSessionHealth health_now(std::shared_ptr<ZkHandle>& probe);
     std::shared_ptr<State> state_;
 };
 

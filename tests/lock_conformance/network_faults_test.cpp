@@ -26,6 +26,9 @@
 #include "lockstep/db/fenced_write.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/locks/lock_keys.h"
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+#include "lockstep/locks/zookeeper_lock_service.h"
+#endif
 #include "lockstep/servers/fault_proxy.h"
 #include "lockstep/servers/hold_history.h"
 #include "lockstep/servers/proxied_lock_service.h"
@@ -551,6 +554,66 @@ TEST_P(NetworkFaults, ResetDuringAcquireLeavesNoGhostHold) {
     EXPECT_FALSE(rival->lost());
     EXPECT_NO_THROW(rival->unlock_checked());
 }
+
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+// The ZooKeeper holder's validity runs from when it last heard from the ensemble (the send time
+// of the newest request answered), not from the client library's disconnection notice, which a
+// starved I/O thread delivers late: cut off, its lost() is true by last heard + T, and before a
+// rival acquires. Its own probe keeps last heard within T/3 of the cut.
+TEST(ZooKeeperLastHeardTest, ACutOffHolderKnowsItsHoldLostWithinTheSessionTimeoutOfLastHearingTheEnsemble) {
+    if (backend_url("zookeeper").empty()) GTEST_SKIP() << "zookeeper is not available here";
+    const std::string prefix = fresh_prefix();
+    ProxiedLockService holder = open_proxied("zookeeper", prefix);
+    auto* zk = dynamic_cast<ZooKeeperLockService*>(holder.service.get());
+    ASSERT_NE(zk, nullptr);
+    auto rival_service = open_backend("zookeeper", prefix);
+    auto held = holder.service->make_mutex("last-heard", lease_options());
+    auto rival = rival_service->make_mutex("last-heard", lease_options());
+    const auto timeout = zk->session_timeout();
+    held->lock();
+    // Held across a few probe periods, so the cut comes in the middle of a hold kept alive.
+    std::this_thread::sleep_for(timeout / 2);
+
+    holder.blackhole();
+    const auto cut = Clock::now();
+    // The rival waits on its own thread; lost() of a thread-owned hold is asked by its owner.
+    std::optional<Clock::time_point> rival_at;
+    std::thread rival_thread([&] {
+        if (!rival->try_lock_for(timeout + 20s)) return;
+        rival_at = Clock::now();
+        EXPECT_NO_THROW(rival->unlock_checked());
+    });
+    std::optional<Clock::time_point> believed_at, lost_at;
+    const auto give_up = cut + timeout + 20s;
+    while (Clock::now() < give_up) {
+        const auto before = Clock::now();
+        if (held->lost()) {
+            lost_at = before;
+            break;
+        }
+        believed_at = before;
+        std::this_thread::sleep_for(1ms);
+    }
+    rival_thread.join();
+    const auto heard = zk->last_heard();  // read after the loss: no reply can have moved it since
+    holder.pass();
+
+    ASSERT_TRUE(rival_at) << "the rival never acquired";
+    ASSERT_TRUE(lost_at) << "the cut-off holder never knew its hold lost";
+    ASSERT_TRUE(believed_at);
+    std::cout << "[ measure ] zookeeper: last heard " << ms_between(heard, cut) << " ms before the cut, lost() true "
+              << ms_between(heard, *lost_at) << " ms after last heard (T " << timeout.count()
+              << " ms), the rival acquired " << ms_between(heard, *rival_at) << " ms after last heard\n";
+    EXPECT_LE(heard, cut) << "a reply arrived through the blackhole";
+    EXPECT_LE(cut - heard, timeout / 3 + 200ms) << "last heard was not kept fresh by the probe";
+    EXPECT_LT(*believed_at, heard + timeout) << "lost() still false " << ms_between(heard, *believed_at)
+                                             << " ms after last heard, past the session timeout";
+    EXPECT_LE(*lost_at, heard + timeout + 50ms) << "lost() turned true only " << ms_between(heard, *lost_at)
+                                               << " ms after last heard";
+    EXPECT_LT(*believed_at, *rival_at) << "a poll that began after the rival acquired still said held";
+    EXPECT_THROW(held->unlock_checked(), LockLostError);
+}
+#endif
 
 }  // namespace
 }  // namespace lockstep::test

@@ -22,6 +22,7 @@
 #include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_errors.h"
+#include "lockstep/locks/zookeeper_last_heard.h"
 
 namespace lockstep {
 
@@ -135,6 +136,9 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     bool expired GUARDED_BY(mu) = false;               // zh's session expired: replace it before use
     SteadyTime disconnected_since GUARDED_BY(mu){};    // set while not connected
     bool unreachable_reported GUARDED_BY(mu) = false;  // this disconnection's holds were queued as lost
+    // When the current session last heard from the ensemble: every hold ends by then + T − drift
+    // (heard_until). Probed by the watchdog; each reply moves the holds' validity on.
+    locks_detail::ZooKeeperLastHeard heard{[this] { heard_from_ensemble(); }};
     // Watched path -> {watch events seen, waiters watching it}. Several waiters of this service
     // may watch one node (readers behind one writer): the client registers one watch and delivers
     // one event, so the entry lives until its last waiter leaves (erasing it when the first one
@@ -197,7 +201,35 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         return disconnected_since + timeout / 3 - locks_detail::validity_drift(timeout);
     }
 
+    // The ensemble expires the session T after it last heard from this client: every hold ends
+    // by last_heard + T − drift, however late the client library declares a disconnection.
+    SteadyTime heard_until(zhandle_t* h) const {
+        const std::chrono::milliseconds timeout(zoo_recv_timeout(h));
+        return heard.kept_until(timeout, locks_detail::validity_drift(timeout));
+    }
+
+    // A hold's validity as the session stands now: the sooner of both bounds (L11).
+    SteadyTime session_valid_until(zhandle_t* h) REQUIRES(mu) { return std::min(heard_until(h), suspended_until(h)); }
+
+    // A probe's reply (completion thread): every hold still valid is valid for longer. One whose
+    // validity already ended stays ended (lost() never turns false again); the expiry thread
+    // reports it.
+    void heard_from_ensemble() EXCLUDES(mu) {
+        MutexLock g(mu);
+        if (zh == nullptr || expired) return;
+        const SteadyTime bound = session_valid_until(zh);
+        for (const auto& held : table.all()) extend_while_valid(held->valid_until, bound);
+    }
+
+    static void extend_while_valid(std::atomic<SteadyTime>& valid_until, SteadyTime proposed) {
+        SteadyTime current = valid_until.load();
+        while (current < proposed && SteadyClock::now() < current &&
+               !valid_until.compare_exchange_weak(current, proposed)) {
+        }
+    }
+
     void event(zhandle_t* h, int type, int state, const std::string& path) EXCLUDES(mu) {
+        std::uint64_t probe_now = 0;  // the generation to probe once connected
         {
             MutexLock g(mu);
             if (h != zh) return;  // an old handle's last words
@@ -207,11 +239,13 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 if (state == ZOO_CONNECTED_STATE) {
                     disconnected_since = {};
                     unreachable_reported = false;
-                    // Connected in the same session: the ensemble has not expired it, the holds
-                    // are valid again for as long as the connection lasts.
+                    // Connected in the same session: the disconnection's bound goes; the holds
+                    // still valid are valid until last heard + T, moved on by the probe sent below.
+                    const SteadyTime bound = session_valid_until(h);
                     for (const auto& held : table.all()) {
-                        if (!held->lost.load()) held->valid_until.store(SteadyTime::max());
+                        if (!held->lost.load()) extend_while_valid(held->valid_until, bound);
                     }
+                    probe_now = current ? current->gen : 0;
                 } else if (state == ZOO_EXPIRED_SESSION_STATE) {
                     end_session();
                 } else if (disconnected_since == SteadyTime{}) {
@@ -226,6 +260,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 ++stats.watches_fired;
             }
         }
+        // Asynchronous, so safe on the event thread; h is open while its event thread runs.
+        if (probe_now != 0) heard.probe(h, zk.root, probe_now);
         changed.notify_all();
     }
 
@@ -298,6 +334,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         zhandle_t* h = nullptr;
         {
             MutexLock g(mu);
+            // The handshake is sent after this instant: the session lives at least until then + T.
+            heard.restart(SteadyClock::now(), session + 1);
             h = zookeeper_init(zk.hosts.c_str(), &State::on_event, static_cast<int>(zk.session_timeout.count()), nullptr,
                                this, 0);
             if (h == nullptr) throw ConnectionError("zookeeper_init(" + zk.hosts + ") failed");
@@ -685,6 +723,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         // Queue again rather than hand out a hold already lost. (What remains: an expiry between
         // this check and the table's registration; that hold is found gone at unlock.)
         if (expired || session != gen) throw SessionEnded{};
+        // Valid until the session's bound; moved on by every probe reply while in the table.
+        locks_detail::shorten_validity(hold.valid_until, session_valid_until(h));
         ++stats.acquired;
         return true;
     }
@@ -739,7 +779,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     SteadyTime validity_of_released(const HoldRecord& hold) EXCLUDES(mu) {
         MutexLock g(mu);
         const SteadyTime v = hold.valid_until.load();
-        return zh ? std::min(v, suspended_until(zh)) : v;
+        return zh ? std::min(v, session_valid_until(zh)) : v;
     }
 
     bool release(HoldRecord& hold) override EXCLUDES(mu) {
@@ -800,6 +840,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 !unreachable_reported) {
                 unreachable_reported = true;  // until connected again (event())
                 queue_report(LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout", 0);
+            }
+            // Keeps last heard fresh (heard_until): one exists() on the root every T/3.
+            if (!expired && current) {
+                SessionRef ref = current;
+                g.unlock();
+                heard.probe(ref->zh, zk.root, ref->gen);
+                ref.reset();  // never dropped with mu held (ZkSession)
+                g.lock();
             }
             const auto until = SteadyClock::now() + std::max<std::chrono::milliseconds>(timeout / 3, 10ms);
             while (!stopping) {
@@ -1045,6 +1093,8 @@ std::chrono::milliseconds ZooKeeperLockService::session_timeout() const {
     MutexLock g(state_->mu);
     return state_->zh ? std::chrono::milliseconds(zoo_recv_timeout(state_->zh)) : state_->zk.session_timeout;
 }
+
+std::chrono::steady_clock::time_point ZooKeeperLockService::last_heard() const { return state_->heard.last_heard(); }
 
 ZooKeeperLockStats ZooKeeperLockService::stats() const {
     MutexLock g(state_->mu);

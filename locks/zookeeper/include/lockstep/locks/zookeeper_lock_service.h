@@ -26,6 +26,9 @@
 //     meanwhile. A slow callback only delays the reports queued after it.
 //     A service that stays disconnected for a whole session timeout reports its holds lost too
 //     (Unreachable), since the ensemble has expired the session by then (Curator's LOST).
+//   - A hold is valid until last_heard() + T − drift (T: the session timeout): the ensemble
+//     expires the session T after it last heard from the client, whenever the client library
+//     gets round to declaring the connection lost.
 //   - Reentrancy is counted here (L6), never by more nodes.
 //   - LockOptions::lease is not used: the session timeout is the lease of every hold.
 //
@@ -104,6 +107,10 @@ public:
     void expire_session();
     // The negotiated session timeout of the current session.
     std::chrono::milliseconds session_timeout() const;
+    // When the current session last heard from the ensemble: the send time of the newest request
+    // it answered (an exists() of the service's own every T/3 keeps it fresh). Every hold is
+    // valid until then + session_timeout() − drift, and no longer (L11).
+    std::chrono::steady_clock::time_point last_heard() const;
     ZooKeeperLockStats stats() const;
     // The options it was opened with, and its LockServiceOptions::prefix (other recipes on the
     // same ensemble, such as the semaphore, lay their nodes out beside the locks').
