@@ -122,7 +122,7 @@ void forced(DemoContext& ctx, const RaceCase& c) {
                 r->observed = reproduced > 0 ? Outcome::Reproduced : Outcome::Prevented;
                 r->evidence = std::to_string(reproduced) + " of " + std::to_string(n) + " slots ran twice, at most " +
                               std::to_string(most) + " run" + (most == 1 ? "" : "s") + " (node B fired 300 ms late)";
-                r->cost = kind >= 2 ? "2 server-time reads + 1 lock per node per slot" : "";
+                r->cost = kind >= 2 ? "1 server-time read (2 near a slot boundary) + 1 lock per node per slot" : "";
                 r->metric("runs", n).metric("reproduced_runs", reproduced).metric("most_runs_of_a_slot", most);
             } catch (const std::exception& e) {
                 r->error = e.what();
