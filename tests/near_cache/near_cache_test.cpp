@@ -9,6 +9,7 @@
 // false) the old value is served until the local TTL; with it, never.
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "lockstep/db/db.h"
 #include "lockstep/servers/demo_schema.h"
 #include "lockstep/servers/fault_proxy.h"
+#include "lockstep/servers/freshness_history.h"
 #include "lockstep/strategies/strategies.h"
 #include "test_servers.h"
 
@@ -267,6 +269,67 @@ TEST_F(NearCacheRepositoryTest, ConcurrentReadersAndOutsideWritesLeaveNoStaleLoc
         const auto row = db().query_one("SELECT version FROM products WHERE id = ?", {id});
         EXPECT_EQ(local->version, row->get<std::int64_t>("version")) << "id " << id << " is stale in the near cache";
     }
+    for (std::size_t k = 1; k < ids.size(); ++k) db().execute("DELETE FROM products WHERE id = ?", {ids[k]});
+}
+
+// The near cache under a mixed load, recorded as a history (docs/history-checker.md): 4 threads
+// read 4 products through this process's near cache while another process (a repository of its
+// own, no near cache) updates them. Each write counts as complete once its invalidation has been
+// applied here: a marker entry is put into the local cache and its invalidation published after
+// the write returned; Redis sends the write's invalidation before the DEL's reply and delivers in
+// order, so the marker's removal proves the write's was applied. From then on no read may return
+// an older version: a lost or misapplied invalidation would serve the old value until the local
+// TTL (60 s), an anomaly.
+TEST_F(NearCacheRepositoryTest, UnderAMixedLoadNoReadIsStaleOnceItsInvalidationWasApplied) {
+    auto near = make_near();
+    auto repo = repository(near);
+    auto other = outsider();
+    std::vector<std::int64_t> ids{id_};
+    for (int k = 0; k < 3; ++k) {
+        ids.push_back(fresh_id());
+        db().execute("INSERT INTO products (id, name, price, stock, version) VALUES (?, 'n', 100, 5, 1)", {ids.back()});
+    }
+    FreshnessHistory history("near cache, another process writing");
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> readers;
+    for (int t = 0; t < 4; ++t) {
+        readers.emplace_back([&, t] {
+            for (std::size_t k = static_cast<std::size_t>(t); !stop; ++k) {
+                const std::int64_t id = ids[k % ids.size()];
+                const std::int64_t at = monotonic_us();
+                const auto v = repo->get_versioned(id);
+                history.read_done(t, std::to_string(id), at, v ? v->version : 0);
+            }
+        });
+    }
+    // Puts a marker into the local cache and waits until its published invalidation removed it.
+    int markers = 0;
+    const auto applied_here = [&] {
+        const std::string marker = prefix_ + "marker:" + std::to_string(++markers);
+        NearCache& local = near->local();
+        ASSERT_TRUE(eventually([&] { return local.fill(marker, local.begin_fill(marker), 1, "m"); }, 10s));
+        redis().command({"PUBLISH", "__redis__:invalidate", marker});
+        ASSERT_TRUE(eventually([&] { return !local.peek(marker).has_value(); }, 10s)) << "the marker's invalidation";
+    };
+    constexpr int kWriter = 100;
+    for (int w = 0; w < 60; ++w) {
+        const std::int64_t id = ids[static_cast<std::size_t>(w) % ids.size()];
+        const std::int64_t at = monotonic_us();
+        other->update(id, [](Product& p) { ++p.price; });
+        const auto version = db().query_one("SELECT version FROM products WHERE id = ?", {id})->get<std::int64_t>("version");
+        applied_here();
+        history.write_done(kWriter, std::to_string(id), at, version);
+        std::this_thread::sleep_for(2ms);  // let the readers fill the new version locally again
+    }
+    stop = true;
+    for (auto& r : readers) r.join();
+    const FreshnessCheck check = history.check(std::chrono::microseconds(0));
+    const auto m = repo->metrics();
+    std::printf("[ measure  ] %s; near hits %llu of %llu reads\n", check.summary().c_str(),
+                static_cast<unsigned long long>(m.near_hits), static_cast<unsigned long long>(check.reads));
+    EXPECT_GT(check.reads, 200u);
+    EXPECT_GT(m.near_hits, 100u) << "the reads were served by the near cache";
+    EXPECT_TRUE(check.ok()) << check.describe();
     for (std::size_t k = 1; k < ids.size(); ++k) db().execute("DELETE FROM products WHERE id = ?", {ids[k]});
 }
 
