@@ -281,9 +281,20 @@ TEST_F(NearCacheRepositoryTest, ConcurrentReadersAndOutsideWritesLeaveNoStaleLoc
 // an older version: a lost or misapplied invalidation would serve the old value until the local
 // TTL (60 s), an anomaly.
 TEST_F(NearCacheRepositoryTest, UnderAMixedLoadNoReadIsStaleOnceItsInvalidationWasApplied) {
+    // Lease on both sides: with WriteThenDelete a reader's backfill may land in Redis after the
+    // writer's DEL (C2, open without a lock), and the near cache would then rightly fetch that
+    // stale entry; the near cache's own promise is what this test checks.
+    const auto with_lease = [&](std::shared_ptr<RedisNearCache> n) {
+        RepositoryOptions o;
+        o.key_prefix = prefix_;
+        o.ttl = 60s;
+        o.strategy = std::make_shared<Lease>();
+        o.near_cache = std::move(n);
+        return std::make_unique<CachedRepository<Product>>(product_entity(), db(), redis(), o);
+    };
     auto near = make_near();
-    auto repo = repository(near);
-    auto other = outsider();
+    auto repo = with_lease(near);
+    auto other = with_lease(nullptr);
     std::vector<std::int64_t> ids{id_};
     for (int k = 0; k < 3; ++k) {
         ids.push_back(fresh_id());
