@@ -57,6 +57,58 @@ bool MultiLock::try_lock_until_steady(std::chrono::steady_clock::time_point dead
     return true;
 }
 
+MultiHold MultiLock::acquire() {
+    if (options_.max_wait) {
+        MultiHold all = try_acquire_until_steady(detail::deadline_from_now(*options_.max_wait));
+        if (!all) {
+            throw TimeoutError("MultiLock: not every name was free within max_wait (" +
+                               std::to_string(options_.max_wait->count()) + " ms); holding none");
+        }
+        return all;
+    }
+    std::vector<Hold> taken;
+    taken.reserve(mutexes_.size());
+    try {
+        for (auto& m : mutexes_) taken.push_back(m->acquire());
+    } catch (...) {
+        release_holds(taken);
+        throw;
+    }
+    return MultiHold(names_, std::move(taken));
+}
+
+MultiHold MultiLock::try_acquire() { return try_acquire_until_steady(std::chrono::steady_clock::time_point::min()); }
+
+MultiHold MultiLock::try_acquire_until_steady(std::chrono::steady_clock::time_point deadline) {
+    std::vector<Hold> taken;
+    taken.reserve(mutexes_.size());
+    try {
+        for (auto& m : mutexes_) {
+            Hold part = m->try_acquire_until_steady(deadline);
+            if (!part) {
+                release_holds(taken);
+                return MultiHold();
+            }
+            taken.push_back(std::move(part));
+        }
+    } catch (...) {
+        release_holds(taken);
+        throw;
+    }
+    return MultiHold(names_, std::move(taken));
+}
+
+void MultiLock::release_holds(std::vector<Hold>& holds) noexcept {
+    for (std::size_t i = holds.size(); i-- > 0;) {
+        try {
+            holds[i].release();
+        } catch (const std::exception& e) {
+            logger()->warn("MultiLock: releasing '{}' failed: {}", names_[i], e.what());
+        }
+    }
+    holds.clear();
+}
+
 void MultiLock::release_first(std::size_t count) noexcept {
     for (std::size_t i = count; i-- > 0;) {
         try {

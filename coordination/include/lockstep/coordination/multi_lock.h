@@ -15,6 +15,11 @@
 // fence check of the row that name guards) and its own loss: lost() is true when any of them is
 // lost, and LockOptions::on_lost runs once per lost name.
 //
+// Movable holds (multi_hold.h, docs/holds.md): acquire() / try_acquire*() take every name for an
+// owner of its own, all or nothing in the same fixed order, and return them as one MultiHold that
+// any thread may release. Not reentrant: while a MultiHold is held, any other acquisition of one
+// of its names (another MultiHold, the thread that made it, any thread's lock()) waits.
+//
 // Thread safety: like DistributedMutex, one object may be shared by many threads and each
 // thread's hold is its own (a thread that locked must be the one to unlock). Reentrant per thread
 // as the backend's mutexes are. REQUIRES: the service outlives the MultiLock.
@@ -25,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/coordination/multi_hold.h"
 #include "lockstep/locks/distributed_mutex.h"
 #include "lockstep/locks/lock_options.h"
 #include "lockstep/locks/lock_service.h"
@@ -55,6 +61,22 @@ public:
     }
     bool try_lock_until_steady(std::chrono::steady_clock::time_point deadline);
 
+    // Every name as one movable value, all or nothing, in names() order: waits up to
+    // LockOptions::max_wait for all of them (then TimeoutError, holding nothing).
+    MultiHold acquire();
+    // One attempt per name, no waiting; an empty MultiHold (holding nothing) when one is busy.
+    MultiHold try_acquire();
+    template <class Rep, class Period>
+    MultiHold try_acquire_for(const std::chrono::duration<Rep, Period>& timeout) {
+        return try_acquire_until_steady(detail::deadline_from_now(timeout));
+    }
+    template <class Clock, class Duration>
+    MultiHold try_acquire_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+        return try_acquire_until_steady(detail::deadline_from_now(deadline - Clock::now()));
+    }
+    // Every name waited for with what is left of `deadline`; an empty MultiHold when it passed.
+    MultiHold try_acquire_until_steady(std::chrono::steady_clock::time_point deadline);
+
     // Releases every name, in reverse order. REQUIRES: the calling thread holds them
     // (NotOwnerError otherwise, and nothing changes). A lost name is reported (lost(), on_lost,
     // a log line), never thrown: safe in a std guard.
@@ -75,6 +97,8 @@ public:
 private:
     // Releases the first `count` names in reverse order; never throws.
     void release_first(std::size_t count) noexcept;
+    // Releases `holds` (the first names' parts) in reverse order and empties it; never throws.
+    void release_holds(std::vector<Hold>& holds) noexcept;
 
     std::vector<std::string> names_;
     std::vector<std::unique_ptr<DistributedMutex>> mutexes_;  // in names_ order
