@@ -50,8 +50,14 @@ struct PermitState {
     Clock::time_point valid_until GUARDED_BY(mutex);
     bool lost GUARDED_BY(mutex) = false;
     bool reported GUARDED_BY(mutex) = false;  // on_lost ran
+    bool given_back GUARDED_BY(mutex) = false;  // the watchdog ended it at max_hold
     LockLoss loss GUARDED_BY(mutex);
     std::stop_source stop;
+    // SemaphoreOptions::max_hold: the permit ends (MaxHoldReached) at this instant; max: no cap.
+    // Set before the permit is shared, never changed.
+    Clock::time_point cap = Clock::time_point::max();
+
+    bool capped(Clock::time_point now) const { return now >= cap; }
 
     // ZooKeeper: the validity its session gives (ZooKeeperSemaphore::session_bound); set before
     // the permit is shared, never changed.
@@ -60,7 +66,8 @@ struct PermitState {
     bool is_lost() EXCLUDES(mutex) {
         {
             MutexLock lock(mutex);
-            if (lost || Clock::now() >= valid_until) return true;
+            const auto now = Clock::now();
+            if (lost || now >= valid_until || capped(now)) return true;
         }
         return session_valid_until && Clock::now() >= session_valid_until();
     }
@@ -90,6 +97,9 @@ struct SemaphoreImpl {
         check_name("semaphore name", name);
         if (options.permits < 1) throw ConfigError("SemaphoreOptions.permits", "must be at least 1");
         if (options.lease < milliseconds(30)) throw ConfigError("SemaphoreOptions.lease", "must be at least 30 ms");
+        if (options.max_hold && *options.max_hold <= milliseconds(0)) {
+            throw ConfigError("SemaphoreOptions.max_hold", "must be positive when set");
+        }
     }
     bool on_zookeeper() const {
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
@@ -151,6 +161,59 @@ struct SemaphoreImpl {
         return std::find(live.begin(), live.end(), p) != live.end();
     }
 
+    // A granted permit joins `live` (renewed, counted, ended at its cap). A capped one wakes the
+    // watchdog, which may be asleep until after the cap.
+    void share(const std::shared_ptr<PermitState>& state) EXCLUDES(mutex) {
+        if (options.max_hold) state->cap = Clock::now() + *options.max_hold;
+        MutexLock lock(mutex);
+        live.push_back(state);
+        if (options.max_hold) changed.notify_all();
+    }
+
+    // Removes the permit from the server: true, or false when it was gone already.
+    bool give_back(const PermitState& p) {
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+        if (zk) return zk->release({.path = p.id, .czxid = p.fence, .session = p.session});
+#endif
+        return redis->eval(semaphore_release_script(), {permits_key}, {p.id, channel}).integer() == 1;
+    }
+
+    // The earliest cap among the held permits (max: none).
+    Clock::time_point earliest_cap() const REQUIRES(mutex) {
+        auto earliest = Clock::time_point::max();
+        for (const auto& p : live) earliest = std::min(earliest, p->cap);
+        return earliest;
+    }
+
+    // max_hold: a permit at its cap is reported first (lost(), stop token, on_lost), then given
+    // back, so the slot frees now rather than a lease (or a session) later. Its holder's release
+    // then finds it lost and reports that.
+    void end_capped_permits() EXCLUDES(mutex) {
+        const auto now = Clock::now();
+        std::vector<std::shared_ptr<PermitState>> capped;
+        {
+            MutexLock lock(mutex);
+            for (const auto& p : live) {
+                if (p->capped(now)) capped.push_back(p);
+            }
+        }
+        for (auto& p : capped) {
+            if (!still_held(p)) continue;  // released meanwhile
+            report_loss(*p, LockLossReason::MaxHoldReached, "max_hold reached: the permit was ended");
+            forget(p);
+            {
+                MutexLock lock(p->mutex);
+                p->given_back = true;
+            }
+            try {
+                give_back(*p);
+            } catch (const std::exception& e) {
+                logger()->warn("semaphore '{}': giving back permit {} at max_hold failed ({}); it expires within the lease",
+                               name, p->id, e.what());
+            }
+        }
+    }
+
     // One attempt. A permit, or the ms until the earliest permit expires.
     std::pair<std::optional<SemaphorePermit>, milliseconds> attempt(const std::shared_ptr<SemaphoreImpl>& self) {
         std::string id;
@@ -172,10 +235,7 @@ struct SemaphoreImpl {
             MutexLock lock(state->mutex);
             state->valid_until = sent + options.lease - drift_of(options.lease);
         }
-        {
-            MutexLock lock(mutex);
-            live.push_back(state);
-        }
+        share(state);
         return {SemaphorePermit(self, state), milliseconds(0)};
     }
 
@@ -198,10 +258,7 @@ struct SemaphoreImpl {
             MutexLock lock(state->mutex);
             state->valid_until = Clock::time_point::max();
         }
-        {
-            MutexLock lock(mutex);
-            live.push_back(state);
-        }
+        share(state);
         return SemaphorePermit(self, state);
     }
 
@@ -266,6 +323,7 @@ struct SemaphoreImpl {
         // been paused past the lease, and another process may hold the slot now.
         std::vector<std::shared_ptr<PermitState>> renewing;
         for (auto& p : permits) {
+            if (p->capped(Clock::now())) continue;  // end_capped_permits() reports it, with its reason
             if (p->is_lost() && still_held(p)) {
                 report_loss(*p, LockLossReason::Unreachable, "validity ran out before a renewal was acknowledged");
             } else {
@@ -301,22 +359,29 @@ struct SemaphoreImpl {
         // on_lost within T/6 of the bound lost() already reports.
         if (zk) interval = std::min<milliseconds>(std::chrono::duration_cast<milliseconds>(interval), zk->session_timeout() / 6);
 #endif
+        auto renew_at = Clock::now() + interval;
         for (;;) {
             {
+                // Until the next round or the earliest cap, whichever comes first.
                 MutexLock lock(mutex);
-                const auto until = Clock::now() + interval;
-                while (!closing) {
-                    if (changed.wait_until(mutex, until) == std::cv_status::timeout) break;
+                for (;;) {
+                    if (closing) return;
+                    const auto until = std::min<Clock::time_point>(renew_at, earliest_cap());
+                    if (Clock::now() >= until) break;
+                    changed.wait_until(mutex, until);
                 }
-                if (closing) return;
             }
+            end_capped_permits();
+            if (Clock::now() < renew_at) continue;
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
             if (zk) {
                 zk_check_round();
-                continue;
-            }
+            } else
 #endif
-            renew_round();
+            {
+                renew_round();
+            }
+            renew_at = Clock::now() + interval;
         }
     }
 };
@@ -348,43 +413,43 @@ FenceToken SemaphorePermit::fence_token() const {
     return state_->fence;
 }
 
+const std::string& SemaphorePermit::name() const {
+    if (!state_) throw NotOwnerError("SemaphorePermit: holds no permit");
+    return owner_->name;
+}
+
 bool SemaphorePermit::lost() const { return state_ && state_->is_lost(); }
 
-std::stop_token SemaphorePermit::stop_token() const {
-    if (!state_) {
-        std::stop_source ended;
-        ended.request_stop();
-        return ended.get_token();
-    }
-    return state_->stop.get_token();
-}
+std::stop_token SemaphorePermit::stop_token() const noexcept { return state_ ? state_->stop.get_token() : std::stop_token(); }
 
 void SemaphorePermit::release() { release_as(UnlockMode::Report); }
 void SemaphorePermit::release_checked() { release_as(UnlockMode::Throw); }
 
 void SemaphorePermit::release_as(UnlockMode mode) {
     if (!state_) {
-        if (mode == UnlockMode::Throw) throw NotOwnerError("SemaphorePermit: holds no permit");
-        return;
+        throw NotOwnerError(std::string("SemaphorePermit: ") + (mode == UnlockMode::Throw ? "release_checked()" : "release()") +
+                            " holds no permit (moved from, released, or not acquired)");
     }
     auto owner = std::move(owner_);
     auto state = std::move(state_);
     owner->forget(state);
     const bool lost_before = state->is_lost();
+    const bool capped = state->capped(Clock::now());
+    bool given_back;
+    {
+        MutexLock lock(state->mutex);
+        given_back = state->given_back;
+    }
     std::exception_ptr failure;
     long long result = 1;
-    try {
-#ifdef LOCKSTEP_HAVE_ZOOKEEPER
-        if (owner->zk) {
-            result = owner->zk->release({.path = state->id, .czxid = state->fence, .session = state->session}) ? 1 : 0;
-        } else
-#endif
-        {
-            result = owner->redis->eval(detail::semaphore_release_script(), {owner->permits_key}, {state->id, owner->channel})
-                         .integer();
+    if (given_back) {
+        result = 0;  // the watchdog ended it at max_hold: nothing left on the server
+    } else {
+        try {
+            result = owner->give_back(*state) ? 1 : 0;
+        } catch (...) {
+            failure = std::current_exception();
         }
-    } catch (...) {
-        failure = std::current_exception();
     }
     if (failure && lost_before && owner->on_zookeeper()) {
         // Lost before the release tried (a disconnection): the loss is what the caller learns.
@@ -392,8 +457,7 @@ void SemaphorePermit::release_as(UnlockMode mode) {
         result = 0;
     }
     if (failure) {
-        // The server drops the permit within the lease anyway.
-        state->stop.request_stop();
+        // The server drops the permit within the lease anyway. Not a loss: the stop token stays.
         if (mode == UnlockMode::Throw) std::rethrow_exception(failure);
         try {
             std::rethrow_exception(failure);
@@ -404,15 +468,25 @@ void SemaphorePermit::release_as(UnlockMode mode) {
         return;
     }
     if (result != 1 || lost_before) {
-        owner->report_loss(*state, lost_before ? LockLossReason::Expired : LockLossReason::FoundGone,
-                           result != 1 ? "the permit was gone from the server at release"
-                                       : "the permit's validity ran out before release");
+        if (capped) {
+            owner->report_loss(*state, LockLossReason::MaxHoldReached, "max_hold reached: the permit was ended");
+        } else {
+            owner->report_loss(*state, lost_before ? LockLossReason::Expired : LockLossReason::FoundGone,
+                               result != 1 ? "the permit was gone from the server at release"
+                                           : "the permit's validity ran out before release");
+        }
         if (mode == UnlockMode::Throw) {
-            throw LockLostError("semaphore '" + owner->name + "': permit lost before release");
+            LockLoss loss;
+            {
+                MutexLock lock(state->mutex);
+                loss = state->loss;
+            }
+            throw LockLostError("semaphore '" + owner->name + "': permit lost before release (" +
+                                std::string(to_string(loss.reason)) + ": " + loss.message + ")");
         }
         return;
     }
-    state->stop.request_stop();
+    // Released: the stop token is not requested (a release is no loss).
 }
 
 // --- Semaphore ---
@@ -444,14 +518,7 @@ Semaphore::~Semaphore() {
     }
     for (auto& p : left) {
         try {
-#ifdef LOCKSTEP_HAVE_ZOOKEEPER
-            if (impl_->zk) {
-                impl_->zk->release({.path = p->id, .czxid = p->fence, .session = p->session});
-            } else
-#endif
-            {
-                impl_->redis->eval(detail::semaphore_release_script(), {impl_->permits_key}, {p->id, impl_->channel});
-            }
+            impl_->give_back(*p);
         } catch (const std::exception& e) {
             logger()->warn("semaphore '{}': release at close failed: {}", impl_->name, e.what());
         }

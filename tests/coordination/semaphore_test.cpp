@@ -255,6 +255,93 @@ TEST_P(SemaphoreOnEveryBackendTest, MaxWaitGivesATimeoutError) {
     EXPECT_NO_THROW(sem->acquire().release_checked());
 }
 
+// max_hold (SemaphoreOptions::max_hold, LockOptions::max_hold's): at the cap the permit is
+// reported lost with MaxHoldReached, its stop token requested, and its slot given back, so a
+// waiting rival gets it long before the lease would run out; the holder's release_checked() then
+// throws LockLostError naming the reason, and the loss is reported once.
+TEST_P(SemaphoreOnEveryBackendTest, APermitThatReachesMaxHoldIsEndedWithTheReasonAndItsSlotFrees) {
+    std::atomic<int> capped{0}, other_losses{0};
+    auto first = open();
+    auto second = open();
+    auto sem = make_semaphore(*first, "pool",
+                              {.permits = 1, .lease = 10s, .max_hold = 300ms, .on_lost = [&](const LockLoss& l) {
+                                   (l.reason == LockLossReason::MaxHoldReached ? capped : other_losses).fetch_add(1);
+                               }});
+    auto rival_sem = make_semaphore(*second, "pool", {.permits = 1, .lease = 10s});
+    const auto t0 = Clock::now();
+    SemaphorePermit permit = sem->acquire();
+    const std::stop_token stop = permit.stop_token();
+    std::optional<SemaphorePermit> rival;
+    double rival_ms = 0;
+    std::thread waiter([&] {
+        rival = rival_sem->try_acquire_for(20s);
+        rival_ms = ms_since(t0);
+    });
+    const bool stopped = eventually([&] { return stop.stop_requested(); }, 10s, 1ms);
+    const double stopped_ms = ms_since(t0);
+    waiter.join();
+    ASSERT_TRUE(stopped) << "max_hold did not request the stop token";
+    std::cout << "[ measure ] " << GetParam() << ": permit max_hold 300 ms: stop token at " << stopped_ms
+              << " ms, the rival got the slot at " << rival_ms << " ms (lease 10 s)\n";
+    EXPECT_GE(stopped_ms, 295.0);
+    ASSERT_TRUE(rival) << "the slot was not given back at max_hold";
+    EXPECT_LT(rival_ms, 5000.0) << "the slot freed by the lease, not by max_hold";
+    EXPECT_TRUE(permit.lost());
+    EXPECT_EQ(sem->held(), 0u);
+    EXPECT_TRUE(eventually([&] { return capped.load() == 1; }, 5s));
+    try {
+        permit.release_checked();
+        ADD_FAILURE() << "release_checked() of a permit ended at max_hold did not throw";
+    } catch (const LockLostError& e) {
+        EXPECT_NE(std::string(e.what()).find(to_string(LockLossReason::MaxHoldReached)), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(permit.held());
+    EXPECT_EQ(capped.load(), 1) << "the cap is reported once";
+    EXPECT_EQ(other_losses.load(), 0);
+    rival->release_checked();
+
+    // A permit released before its cap is never reported.
+    auto quick = sem->acquire();
+    quick.release_checked();
+    std::this_thread::sleep_for(400ms);  // past where the cap would have been
+    EXPECT_EQ(capped.load(), 1);
+}
+
+// A permit keeps the Hold contract (docs/holds.md): a release does not request the stop token;
+// an empty permit throws NotOwnerError from release() and release_checked(), is not lost and has
+// no stop state; moving hands the permit on.
+TEST_P(SemaphoreOnEveryBackendTest, APermitKeepsTheHoldContractForReleaseAndEmptyValues) {
+    auto service = open();
+    auto sem = make_semaphore(*service, "pool", {.permits = 1, .lease = 3s});
+    SemaphorePermit permit = sem->acquire();
+    EXPECT_TRUE(permit.held());
+    EXPECT_EQ(permit.name(), "pool");
+    const std::stop_token stop = permit.stop_token();
+    EXPECT_TRUE(stop.stop_possible());
+    SemaphorePermit moved = std::move(permit);
+    EXPECT_FALSE(permit.held());
+    std::thread([&] { moved.release_checked(); }).join();
+    EXPECT_FALSE(stop.stop_requested()) << "a release is no loss";
+    EXPECT_EQ(sem->available(), 1);
+
+    for (SemaphorePermit* empty : {&permit, &moved}) {
+        EXPECT_FALSE(empty->held());
+        EXPECT_FALSE(empty->lost());
+        EXPECT_FALSE(empty->stop_token().stop_possible());
+        EXPECT_THROW(empty->release(), NotOwnerError);
+        EXPECT_THROW(empty->release_checked(), NotOwnerError);
+        EXPECT_THROW((void)empty->fence_token(), NotOwnerError);
+        EXPECT_THROW((void)empty->name(), NotOwnerError);
+    }
+    SemaphorePermit never;
+    EXPECT_THROW(never.release(), NotOwnerError);
+
+    // Move assignment over a held permit releases it.
+    SemaphorePermit a = sem->acquire();
+    a = SemaphorePermit();
+    EXPECT_EQ(sem->available(), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, SemaphoreOnEveryBackendTest, ::testing::Values("redis", "zookeeper"),
                          [](const auto& info) { return backend_test_name(info.param); });
 
@@ -409,6 +496,7 @@ TEST_F(SemaphoreTest, BackendsWithoutSemaphoresRefuseWithAConfigError) {
     auto service = open();
     EXPECT_THROW(make_semaphore(*service, "pool", {.permits = 0}), ConfigError);
     EXPECT_THROW(make_semaphore(*service, "bad name", {.permits = 1}), ConfigError);
+    EXPECT_THROW(make_semaphore(*service, "pool", {.permits = 1, .max_hold = 0ms}), ConfigError);
 }
 
 }  // namespace

@@ -25,6 +25,11 @@
 // acknowledged; lost() is true from then on, or once a renewal found the permit gone. The
 // watchdog notices within lease/3, fires on_lost once and requests the permit's stop token.
 //
+// A SemaphorePermit keeps the contract of a lock's movable Hold (hold.h, docs/holds.md): empty
+// values, release() vs release_checked(), the destructor, a stop token requested on loss or at
+// SemaphoreOptions::max_hold and never by a release. A permit is never reentrant: each is one
+// slot, and a second acquire() by the same thread takes (or waits for) another.
+//
 // Fairness: none (barging). A freed permit goes to whichever waiter's attempt reaches Redis
 // first; a release wakes every waiter of every process (one message), and a waiter that missed it
 // tries again when the earliest permit would expire. Under constant contention a waiter can wait
@@ -59,6 +64,11 @@ struct SemaphoreOptions {
     std::chrono::milliseconds lease{30000};
     // acquire() gives up with TimeoutError after waiting this long; unset: it waits indefinitely.
     std::optional<std::chrono::milliseconds> max_wait;
+    // A cap on every permit (LockOptions::max_hold's): this long after its acquisition a permit
+    // still held is reported lost with LockLossReason::MaxHoldReached (on_lost, lost(), its stop
+    // token) and given back to the server, and its holder's release then reports the loss
+    // (LockLostError from release_checked()). Unset: no cap; set: positive (ConfigError).
+    std::optional<std::chrono::milliseconds> max_hold;
     // Called once per lost permit, on the thread that notices (the watchdog or a release). Keep
     // it quick.
     std::function<void(const LockLoss&)> on_lost;
@@ -70,7 +80,9 @@ struct PermitState;
 }  // namespace detail
 
 // One permit. Released by release(), release_checked() or the destructor (which reports a loss
-// and never throws). A moved-from or released permit holds nothing.
+// and never throws). An empty permit (default-constructed, moved from, or released) holds
+// nothing: release(), release_checked(), fence_token() and name() throw NotOwnerError, lost() is
+// false, stop_token() has no stop state, the destructor does nothing.
 class SemaphorePermit {
 public:
     SemaphorePermit() = default;
@@ -79,18 +91,24 @@ public:
     ~SemaphorePermit();
 
     // Holds a permit (not yet released; it may be lost).
-    explicit operator bool() const noexcept { return static_cast<bool>(state_); }
+    bool held() const noexcept { return static_cast<bool>(state_); }
+    explicit operator bool() const noexcept { return held(); }
     // REQUIRES: holds a permit (NotOwnerError).
     FenceToken fence_token() const;
-    // Known lost: the validity ran out on this process's clock, or the server no longer has it.
+    // The semaphore's name. REQUIRES: holds a permit (NotOwnerError).
+    const std::string& name() const;
+    // Known lost: the validity ran out on this process's clock, the server no longer has it, or
+    // it reached max_hold. No round trip. False when empty.
     bool lost() const;
-    // Requested when the permit is found lost (or released).
-    std::stop_token stop_token() const;
-    // Releases the permit. A lost permit is reported (lost(), on_lost, a log line), not thrown.
-    // REQUIRES: holds a permit (NotOwnerError).
+    // Requested when the permit is found lost or reaches max_hold; never by a release. No stop
+    // state when empty.
+    std::stop_token stop_token() const noexcept;
+    // Releases the permit. A lost permit is reported (lost(), on_lost, a log line), not thrown,
+    // and so is a failed release. REQUIRES: holds a permit (NotOwnerError).
     void release();
-    // The same, but LockLostError when the permit was lost, and the server's error when the
-    // release failed (the permit is forgotten either way; the server drops it within the lease).
+    // The same, but LockLostError (naming the reason) when the permit was lost, and the server's
+    // error when the release failed (the permit is forgotten either way; the server drops it
+    // within the lease). REQUIRES: holds a permit (NotOwnerError).
     void release_checked();
 
 private:
