@@ -1,7 +1,9 @@
 // Network faults between a lock holder and its lock server (RACES L11): the holder's lock service
 // reaches the server through a FaultProxy (one per server endpoint), the rival's service reaches
 // it directly, and the proxy drops, delays or resets the holder's traffic while its connections
-// stay open. The same bodies run for every backend that crosses processes.
+// stay open. The same bodies run for every backend that crosses processes, and for the Redis
+// ones on a cluster and behind Sentinel too (LOCKSTEP_TEST_REDIS_TOPOLOGY; docs/testing.md,
+// "Which network cases run where").
 #include <gtest/gtest.h>
 #include <unistd.h>
 
