@@ -110,6 +110,9 @@ std::string proxy_redis_topology(std::string url, ProxiedLockService& s) {
 void ProxiedLockService::blackhole() {
     for (auto& p : proxies) p->blackhole();
 }
+void ProxiedLockService::stall() {
+    for (auto& p : proxies) p->stall();
+}
 void ProxiedLockService::pass() {
     for (auto& p : proxies) p->pass();
 }

@@ -1,7 +1,9 @@
 // Network faults between a lock holder and its lock server (RACES L11): the holder's lock service
 // reaches the server through a FaultProxy (one per server endpoint), the rival's service reaches
 // it directly, and the proxy drops, delays or resets the holder's traffic while its connections
-// stay open. The same bodies run for every backend that crosses processes.
+// stay open. The same bodies run for every backend that crosses processes, and for the Redis
+// ones on a cluster and behind Sentinel too (LOCKSTEP_TEST_REDIS_TOPOLOGY; docs/testing.md,
+// "Which network cases run where").
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -114,6 +116,11 @@ protected:
             GTEST_SKIP() << "the servers cannot sit behind a loopback proxy: " << e.what();
         }
         rival_ = open_backend(backend, prefix_);
+        if (servers().sentinel() != nullptr && (backend == "redis" || backend == "redis-fair")) {
+            // Behind Sentinel the holder reaches the three sentinels and both data nodes they
+            // announce (master and replica) through proxies of its own.
+            EXPECT_EQ(holder_.proxies.size(), 5u);
+        }
     }
     void TearDown() override {
         if (!holder_.proxies.empty()) holder_.pass();
@@ -245,16 +252,23 @@ TEST_P(NetworkFaults, HolderPartitionedPastItsLeaseLosesBeforeARivalAcquires) {
     EXPECT_NO_THROW(rival->unlock_checked());
 }
 
-// An unlock whose release is dropped by the network returns within the holder's network
-// deadline with the failure reported (ConnectionError, or LockLostError), forgets the hold, and leaves the
-// lock to expire; the rival that takes it then keeps it, whatever the holder's service does once the network
-// heals.
-TEST_P(NetworkFaults, BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterHoldAlone) {
-    auto held = holder_.service->make_mutex("unlock", lease_options());
-    auto rival = rival_->make_mutex("unlock", lease_options());
+// An unlock whose release is dropped by the network (blackhole: read and discarded) or held in it
+// (stall: the proxy stops reading, so the release waits in the network and may arrive once it
+// heals) returns within the holder's network deadline with the failure reported
+// (ConnectionError, or LockLostError), forgets the hold, and leaves the lock to expire; the rival
+// that takes it then keeps it, whatever reaches the server once the network heals (a stalled
+// release, a retried one, a renewal).
+void unlock_into_a_fault(const std::string& backend, ProxiedLockService& holder, LockService& rival_service,
+                         const std::string& fault) {
+    auto held = holder.service->make_mutex("unlock", lease_options());
+    auto rival = rival_service.make_mutex("unlock", lease_options());
     held->lock();
 
-    holder_.blackhole();
+    if (fault == "stall") {
+        holder.stall();
+    } else {
+        holder.blackhole();
+    }
     const auto cut = Clock::now();
     std::string outcome = "released";
     try {
@@ -268,25 +282,34 @@ TEST_P(NetworkFaults, BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterH
     }
     const long long unlock_ms = ms_between(cut, Clock::now());
     EXPECT_EQ(outcome, "reported")
-        << "an unlock whose release was dropped claimed success or threw another error";
-    EXPECT_LT(unlock_ms, network_timeout(GetParam()).count() + 1500);
+        << "an unlock whose release was " << (fault == "stall" ? "stalled" : "dropped")
+        << " claimed success or threw another error";
+    EXPECT_LT(unlock_ms, network_timeout(backend).count() + 1500);
     EXPECT_EQ(held->hold_count(), 0) << "a failed release still forgets the hold";
 
     ASSERT_TRUE(rival->try_lock_for(kLease + 10s));
     const long long free_ms = ms_between(cut, Clock::now());
-    EXPECT_LT(free_ms, kLease.count() + network_timeout(GetParam()).count() + 2000);
-    std::cout << "[ measure ] " << GetParam() << ": unlock into a blackhole returned after " << unlock_ms
+    EXPECT_LT(free_ms, kLease.count() + network_timeout(backend).count() + 2000);
+    std::cout << "[ measure ] " << backend << ": unlock into a " << fault << " returned after " << unlock_ms
               << " ms; the rival acquired after " << free_ms << " ms\n";
 
-    // The network heals. Nothing the holder's service sends late (a retried release, a renewal)
-    // may touch the rival's hold: it outlives a window of several renewal periods.
-    holder_.pass();
+    // The network heals. Nothing the holder's service sends late (a stalled or retried release, a
+    // renewal) may touch the rival's hold: it outlives a window of several renewal periods.
+    holder.pass();
     std::this_thread::sleep_for(kLease);
     EXPECT_FALSE(rival->lost());
     EXPECT_NO_THROW(rival->unlock_checked());
     // And the holder's service works again.
     EXPECT_TRUE(held->try_lock_for(10s));
     held->unlock();
+}
+
+TEST_P(NetworkFaults, BlackholeDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterHoldAlone) {
+    unlock_into_a_fault(GetParam(), holder_, *rival_, "blackhole");
+}
+
+TEST_P(NetworkFaults, StallDuringUnlockReturnsInTimeAndLeavesTheRivalsLaterHoldAlone) {
+    unlock_into_a_fault(GetParam(), holder_, *rival_, "stall");
 }
 
 // The holder is cut off past its lease and the rival takes the lock; then the holder's
@@ -304,6 +327,7 @@ TEST_P(NetworkFaults, AReleaseThatFailsFastAfterTheHoldRanOutReportsTheLossOnce)
     ASSERT_TRUE(rival->try_lock_for(kLease + 10s));
     holder_.reset();
     holder_.refuse();
+    const auto refused = Clock::now();
     std::string outcome = "released";
     try {
         held->unlock_checked();
@@ -312,6 +336,12 @@ TEST_P(NetworkFaults, AReleaseThatFailsFastAfterTheHoldRanOutReportsTheLossOnce)
     } catch (const std::exception& e) {
         outcome = e.what();
     }
+    // Behind Sentinel or on a cluster a refused connection is retried for failover_wait (a
+    // failover may be under way) before the release gives up; a single server fails it at once.
+    const long long unlock_ms = ms_between(refused, Clock::now());
+    std::cout << "[ measure ] " << GetParam() << ": a release into refused connections reported after " << unlock_ms
+              << " ms\n";
+    EXPECT_LT(unlock_ms, (network_timeout(GetParam()) + RedisOptions{}.failover_wait + 1s).count());
     EXPECT_EQ(outcome, "lost") << "a release that failed after the hold ran out hid the loss";
     EXPECT_EQ(held->hold_count(), 0);
     EXPECT_TRUE(eventually([&] { return reported.load() >= 1; }, 5s));
@@ -553,6 +583,112 @@ TEST_P(NetworkFaults, ResetDuringAcquireLeavesNoGhostHold) {
     std::this_thread::sleep_for(kLease);  // a renewal of the ghost, if any, would land meanwhile
     EXPECT_FALSE(rival->lost());
     EXPECT_NO_THROW(rival->unlock_checked());
+}
+
+// Behind Sentinel (LOCKSTEP_TEST_REDIS_TOPOLOGY=sentinel), refuse on reconnect: the holder's
+// connections to the master and to every sentinel are reset and new ones refused, and Sentinel
+// replaces the master meanwhile. The holder's lost() is true before the rival acquires on the new
+// master; once the network heals, its address of the old master (now a replica) is no use: its
+// release must ask the sentinels again, end within a few socket timeouts and report the loss,
+// leave the rival's hold alone, and its next hold is taken on the new master.
+TEST_P(NetworkFaults, BehindSentinelAHolderRefusedThroughAFailoverReAsksTheSentinelsAndLocksOnTheNewMaster) {
+    LocalRedisSentinel* sentinel = servers().sentinel();
+    if (sentinel == nullptr) GTEST_SKIP() << "needs the private Sentinel setup (LOCKSTEP_TEST_REDIS_TOPOLOGY=sentinel)";
+    if (GetParam() != "redis" && GetParam() != "redis-fair") GTEST_SKIP() << GetParam() << " is not behind Sentinel";
+    auto held = holder_.service->make_mutex("failover", lease_options());
+    auto rival = rival_->make_mutex("failover", lease_options());
+    auto role_of = [](int port) {
+        RedisOptions direct;
+        direct.port = port;
+        return RedisClient(direct).command({"ROLE"}).elements().at(0).str();
+    };
+    held->lock();
+    const int old_master = sentinel->master_port_by_sentinels();
+    ASSERT_NE(old_master, 0);
+    // The hold reaches the replica before the failover: a write after it, acknowledged by WAIT
+    // (a hold lost with an unreplicated master is RACES L8, closed by WAIT and fencing).
+    {
+        RedisOptions direct;
+        direct.port = old_master;
+        direct.socket_timeout = 15s;  // a replica demoted by the last failover may still be syncing
+        RedisClient master(direct);
+        auto conn = master.connection();
+        conn->command({"INCR", prefix_ + "replicated"});
+        ASSERT_GE(conn->command({"WAIT", "1", "10000"}).integer(), 1) << "the replica did not acknowledge the hold";
+    }
+
+    holder_.reset();
+    holder_.refuse();
+    const auto cut = Clock::now();
+    RedisOptions first_sentinel;
+    first_sentinel.port = sentinel->port(LocalRedisSentinel::kFirstSentinel);
+    RedisClient sentinel_client(first_sentinel);
+    bool failing_over = false;
+    int new_master = 0;
+    ASSERT_TRUE(eventually(
+        [&] {
+            if (!failing_over) {
+                try {
+                    sentinel_client.command({"SENTINEL", "FAILOVER", servers().redis_options().sentinel_master});
+                    failing_over = true;
+                } catch (const ProtocolError&) {
+                    return false;  // NOGOODSLAVE while Sentinel has not yet seen the replica in sync
+                }
+            }
+            new_master = sentinel->master_port_by_sentinels();
+            return new_master != 0 && new_master != old_master && role_of(new_master) == "master";
+        },
+        20s))
+        << "Sentinel did not replace the master";
+    // The old master demoted at once, as Sentinel does at its next look (up to 10 s later): a
+    // node that still took writes would be RACES L8 again.
+    {
+        RedisOptions direct;
+        direct.port = old_master;
+        RedisClient(direct).command({"REPLICAOF", "127.0.0.1", std::to_string(new_master)});
+    }
+    ASSERT_NE(role_of(old_master), "master");
+    const auto promoted = Clock::now();
+    // The holder's key reached the replica before the failover: the rival waits out its lease.
+    ASSERT_TRUE(rival->try_lock_for(kLease + 10s)) << "the rival never acquired on the new master";
+    const auto rival_acquired = Clock::now();
+    EXPECT_TRUE(held->lost()) << "the holder still believed after the rival acquired on the new master";
+
+    FaultProxy* new_master_proxy = nullptr;
+    for (const auto& p : holder_.proxies) {
+        if (p->upstream_port() == new_master) new_master_proxy = p.get();
+    }
+    ASSERT_NE(new_master_proxy, nullptr) << "the promoted replica was not behind a proxy of the holder";
+    const std::uint64_t to_new_master = new_master_proxy->stats().bytes_to_server;
+
+    holder_.pass();
+    const auto healed = Clock::now();
+    std::string outcome = "released";
+    try {
+        held->unlock_checked();
+    } catch (const LockLostError&) {
+        outcome = "lost";
+    } catch (const std::exception& e) {
+        outcome = e.what();
+    }
+    const long long unlock_ms = ms_between(healed, Clock::now());
+    EXPECT_EQ(outcome, "lost") << "the release after a failover hid the loss";
+    EXPECT_LT(unlock_ms, 3 * kRedisSocketTimeout.count() + 500);
+    EXPECT_EQ(held->hold_count(), 0);
+    EXPECT_FALSE(rival->lost()) << "the holder's late release touched the rival's hold";
+    EXPECT_NO_THROW(rival->unlock_checked());
+
+    ASSERT_TRUE(held->try_lock_for(10s)) << "the holder did not lock again once the network healed";
+    EXPECT_GT(new_master_proxy->stats().bytes_to_server, to_new_master)
+        << "the holder's next hold did not go to the new master";
+    if (rival->try_lock()) {
+        ADD_FAILURE() << "the holder's new hold is not on the master the rival uses";
+        rival->unlock();
+    }
+    EXPECT_NO_THROW(held->unlock_checked());
+    std::cout << "[ measure ] " << GetParam() << " behind Sentinel: master replaced " << ms_between(cut, promoted)
+              << " ms after the cut, the rival acquired after " << ms_between(cut, rival_acquired)
+              << " ms, the holder's release reported the loss " << unlock_ms << " ms after the network healed\n";
 }
 
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER

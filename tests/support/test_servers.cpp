@@ -12,15 +12,17 @@ namespace lockstep::test {
 
 namespace {
 
-// LOCKSTEP_TEST_REDIS_TOPOLOGY: "standalone" for unset/"", "cluster", "tls" or "tls-cluster" (a
-// cluster whose nodes serve TLS, reached by a rediss+cluster:// URL).
+// LOCKSTEP_TEST_REDIS_TOPOLOGY: "standalone" for unset/"", "cluster", "tls", "tls-cluster" (a
+// cluster whose nodes serve TLS, reached by a rediss+cluster:// URL) or "sentinel".
 std::string requested_topology() {
     const char* v = std::getenv("LOCKSTEP_TEST_REDIS_TOPOLOGY");
     const std::string topology = v ? v : "";
     if (topology.empty() || topology == "standalone") return "standalone";
-    if (topology == "cluster" || topology == "tls" || topology == "tls-cluster") return topology;
+    if (topology == "cluster" || topology == "tls" || topology == "tls-cluster" || topology == "sentinel") {
+        return topology;
+    }
     throw ConfigError("LOCKSTEP_TEST_REDIS_TOPOLOGY",
-                      "'" + topology + "' is not a test topology (standalone, cluster, tls or tls-cluster)");
+                      "'" + topology + "' is not a test topology (standalone, cluster, tls, tls-cluster or sentinel)");
 }
 
 bool cluster_requested() {
@@ -50,6 +52,9 @@ void require_single_redis(const TestServers& s, const char* what) {
     if (s.redis_is_cluster()) {
         throw ConfigError("TestServers", std::string("cannot ") + what + " the Redis: it is a cluster");
     }
+    if (s.redis_is_sentinel()) {
+        throw ConfigError("TestServers", std::string("cannot ") + what + " the Redis: it is behind Sentinel");
+    }
 }
 
 }  // namespace
@@ -64,6 +69,10 @@ TestServers::TestServers() {
         cluster_ = std::make_unique<LocalRedisCluster>(co);
         o.redis = false;
     }
+    if (requested_topology() == "sentinel" && !external_redis()) {
+        sentinel_ = std::make_unique<LocalRedisSentinel>();
+        o.redis = false;
+    }
     // A private TLS-only redis-server; an external Redis (LOCKSTEP_REDIS_URL) wins, as above.
     if (requested_topology() == "tls" && !external_redis()) o.redis_tls = true;
     // A private TLS-only MariaDB; an external MySQL (LOCKSTEP_MYSQL_URL) wins.
@@ -74,11 +83,13 @@ TestServers::TestServers() {
 TestServers::~TestServers() = default;
 
 std::string TestServers::redis_url() const {
-    return cluster_ ? cluster_->url() : local_->redis_url();
+    if (cluster_) return cluster_->url();
+    return sentinel_ ? sentinel_->url() : local_->redis_url();
 }
 
 RedisOptions TestServers::redis_options() const {
-    return cluster_ ? cluster_->redis_options() : local_->redis_options();
+    if (cluster_) return cluster_->redis_options();
+    return sentinel_ ? sentinel_->redis_options() : local_->redis_options();
 }
 
 std::string TestServers::mysql_url() const { return local_->mysql_url(); }
@@ -88,7 +99,11 @@ bool TestServers::redis_is_cluster() const {
     return cluster_ || local_->redis_options().topology == RedisTopology::Cluster;
 }
 
-bool TestServers::owns_redis() const noexcept { return !cluster_ && local_->owns_redis(); }
+bool TestServers::redis_is_sentinel() const {
+    return sentinel_ || local_->redis_options().topology == RedisTopology::Sentinel;
+}
+
+bool TestServers::owns_redis() const noexcept { return !cluster_ && !sentinel_ && local_->owns_redis(); }
 bool TestServers::owns_mysql() const noexcept { return local_->owns_mysql(); }
 
 void TestServers::kill_redis() {
@@ -103,7 +118,7 @@ void TestServers::restart_redis() {
     require_single_redis(*this, "restart");
     local_->restart_redis();
 }
-int TestServers::redis_pid() const noexcept { return cluster_ ? 0 : local_->redis_pid(); }
+int TestServers::redis_pid() const noexcept { return cluster_ || sentinel_ ? 0 : local_->redis_pid(); }
 
 void TestServers::kill_mysql() { local_->kill_mysql(); }
 void TestServers::start_mysql() { local_->start_mysql(); }

@@ -9,7 +9,10 @@
 //                              redis_url() is its redis+cluster:// URL;
 //   "tls"                      one private redis-server on a TLS port only
 //                              (LocalServersOptions::redis_tls), and redis_url() is its rediss://
-//                              URL (docs/tls.md).
+//                              URL (docs/tls.md);
+//   "sentinel"                 a private master, replica and three sentinels
+//                              (LocalRedisSentinel), and redis_url() is its redis+sentinel:// URL
+//                              (the lock suites' network cases behind Sentinel).
 // Anything else is a ConfigError naming the variable. LOCKSTEP_REDIS_URL wins over it (an
 // external cluster is used as it is; redis_is_cluster() then follows the URL's scheme).
 //
@@ -29,6 +32,7 @@
 #include "lockstep/core/mysql_options.h"
 #include "lockstep/core/redis_options.h"
 #include "lockstep/servers/local_redis_cluster.h"
+#include "lockstep/servers/local_redis_sentinel.h"
 #include "lockstep/servers/local_servers.h"
 
 namespace lockstep::test {
@@ -49,8 +53,11 @@ public:
     // True when the Redis in use is a Redis Cluster (private or external).
     bool redis_is_cluster() const;
 
+    // True when the Redis in use is reached through Sentinel (private or external).
+    bool redis_is_sentinel() const;
+
     // True when this process started one private redis-server that it may kill or restart
-    // (false on a cluster: there is no single node to restart).
+    // (false on a cluster or behind Sentinel: there is no single node to restart).
     bool owns_redis() const noexcept;
     bool owns_mysql() const noexcept;
 
@@ -66,9 +73,12 @@ public:
 
     // The private cluster, or nullptr (standalone or external Redis).
     LocalRedisCluster* cluster() noexcept { return cluster_.get(); }
+    // The private Sentinel setup, or nullptr.
+    LocalRedisSentinel* sentinel() noexcept { return sentinel_.get(); }
 
 private:
     std::unique_ptr<LocalRedisCluster> cluster_;  // started before `local_` (MySQL only then)
+    std::unique_ptr<LocalRedisSentinel> sentinel_;  // likewise
     std::unique_ptr<LocalServers> local_;
 };
 
@@ -86,11 +96,13 @@ std::string unique_lock_prefix();
 }  // namespace lockstep::test
 
 // Skips the current test when the servers are external (restarts need a private server) or the
-// Redis is a cluster (no single node to restart).
+// Redis is a cluster or behind Sentinel (no single node to restart).
 #define LOCKSTEP_REQUIRE_OWNED_REDIS()                                                         \
     do {                                                                                       \
         if (::lockstep::test::servers().redis_is_cluster())                                    \
             GTEST_SKIP() << "needs one private redis-server to kill/restart; Redis is a cluster"; \
+        if (::lockstep::test::servers().redis_is_sentinel())                                   \
+            GTEST_SKIP() << "needs one private redis-server to kill/restart; Redis is behind Sentinel"; \
         if (!::lockstep::test::servers().owns_redis()) GTEST_SKIP() << "external Redis";        \
     } while (0)
 #define LOCKSTEP_REQUIRE_OWNED_MYSQL()                                                  \

@@ -41,6 +41,7 @@ struct ProxiedLockService {
     std::unique_ptr<LockService> service;
 
     void blackhole();
+    void stall();
     void pass();
     void reset();
     void refuse();
