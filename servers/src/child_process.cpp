@@ -97,8 +97,10 @@ ChildProcess::~ChildProcess() {
 bool ChildProcess::fill_buffer(Clock::time_point deadline) {
     if (from_child_ < 0 || eof_) return false;
     for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        if (left.count() <= 0) return false;
+        const auto now = Clock::now();
+        if (now >= deadline) return false;
+        // Rounded up: a timeout never ends early.
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
         pollfd p{from_child_, POLLIN, 0};
         const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
         if (n < 0 && errno != EINTR) return false;
@@ -131,7 +133,7 @@ std::optional<std::string> ChildProcess::read_line(std::chrono::milliseconds tim
 std::optional<std::string> ChildProcess::expect(const std::string& prefix, std::chrono::milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
         auto line = read_line(std::max(left, std::chrono::milliseconds(0)));
         if (!line) return std::nullopt;
         if (line->rfind(prefix, 0) == 0) return line;
