@@ -16,20 +16,18 @@
 //   - Leader failover: a child process (`lockstep-bench --leader-worker`) leads a LeaderLatch
 //     with a 1 s lease; it is SIGKILLed at a random point of its lease and the time until a latch
 //     of this process is elected is measured, 20 times; p50 and p99 (the worst of 20) ÷ the
-//     lease. Redis and MySQL (a killed MySQL holder's session ends with its socket).
+//     lease. Redis, MySQL (a killed MySQL holder's session ends with its socket) and ZooKeeper (a
+//     1 s session timeout: the ephemeral lock node goes when the server expires the session).
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -37,7 +35,7 @@
 #include <vector>
 
 #include "families.h"
-#include "handover_worker.h"
+#include "lockstep/servers/child_process.h"
 #include "lockstep/coordination/job_lock.h"
 #include "lockstep/coordination/job_run_record.h"
 #include "lockstep/coordination/leader_latch.h"
@@ -48,8 +46,6 @@
 #include "lockstep/locks/mysql_lock_service.h"
 #include "lockstep/locks/redis_mutex.h"
 #include "paired.h"
-
-extern char** environ;
 
 namespace lockstep::bench {
 
@@ -66,6 +62,7 @@ constexpr const char* kSemContended = "coordination/semaphore_16_threads_8_permi
 constexpr const char* kMutexPairs = "coordination/8_mutexes_2_threads_each";
 constexpr const char* kFailoverRedis = "coordination/leader_failover_redis";
 constexpr const char* kFailoverMysql = "coordination/leader_failover_mysql";
+constexpr const char* kFailoverZooKeeper = "coordination/leader_failover_zookeeper";
 
 // The lock service URL reaches a leader worker through this variable (it may hold a password).
 constexpr const char* kLeaderUrlVariable = "LOCKSTEP_BENCH_LEADER_URL";
@@ -109,35 +106,24 @@ void register_job_slot(Environment& env, Plan& plan, const char* bench, const st
                        std::shared_ptr<LockService> service, int order, bool count_commands) {
     const Budget& b = env.budget();
     auto commands = std::make_shared<std::string>();
-    benchmark::RegisterBenchmark(bench,
-                                 [&env, service, commands, count_commands](benchmark::State& state) {
-                                     auto m = service->make_mutex("bench-job-floor");
-                                     const std::vector<TimedOp> ops = {
-                                         {"job", [&] { job_cycle(*service, "bench-job-slot"); }},
-                                         {"mutex",
-                                          [&] {
-                                              m->lock();
-                                              m->unlock();
-                                          }},
-                                     };
-                                     try {
-                                         if (count_commands && commands->empty()) {
-                                             *commands = "per job slot: " +
-                                                         commands_per_call(env, [&] { job_cycle(*service, "bench-job-slot"); }) +
-                                                         "; per mutex cycle: " +
-                                                         commands_per_call(env, [&] {
-                                                             m->lock();
-                                                             m->unlock();
-                                                         });
-                                         }
-                                         run_paired(state, ops);
-                                     } catch (const std::exception& e) {
-                                         state.SkipWithError(e.what());
-                                     }
-                                 })
-        ->Unit(benchmark::kMicrosecond)
-        ->MinTime(b.latency_min_time)
-        ->Repetitions(b.latency_repetitions);
+    register_paired(bench, b, [&env, service, commands, count_commands] {
+        std::shared_ptr<DistributedMutex> m = service->make_mutex("bench-job-floor");
+        if (count_commands && commands->empty()) {
+            *commands = "per job slot: " + commands_per_call(env, [&] { job_cycle(*service, "bench-job-slot"); }) +
+                        "; per mutex cycle: " + commands_per_call(env, [&] {
+                            m->lock();
+                            m->unlock();
+                        });
+        }
+        return std::vector<TimedOp>{
+            {"job", [service] { job_cycle(*service, "bench-job-slot"); }},
+            {"mutex",
+             [m] {
+                 m->lock();
+                 m->unlock();
+             }},
+        };
+    });
     plan.add(order, backend + ": job slot ÷ lock cycle", "≤ 1.2×", {bench}, [bench, commands, backend](const Results& r) {
         const MedianRepetition m(r, bench, "job", "mutex");
         TableRow row = paired_latency_row(m, "job", "mutex", 1.2, "run_once+release", "lock+unlock");
@@ -159,36 +145,29 @@ void register_run_record(Environment& env, Plan& plan) {
     env.insert_product(id, 1'000'000);
     MysqlPool* pool = &env.db();
     const std::string job = env.prefix() + "bench-run-record";
-    benchmark::RegisterBenchmark(kRunRecord,
-                                 [pool, id, job](benchmark::State& state) {
-                                     static std::int64_t slot = 0;  // across repetitions: a new slot every run
-                                     const auto started = std::chrono::system_clock::now();
-                                     const std::vector<TimedOp> ops = {
-                                         {"recorded",
-                                          [&] {
-                                              Transaction tx(*pool);
-                                              ++slot;
-                                              JobRunRecord::record(tx, job, slot, slot, "bench", started);
-                                              tx.execute("UPDATE products SET stock = stock + 1 WHERE id = ?", {id});
-                                              tx.commit();
-                                          }},
-                                         {"plain",
-                                          [&] {
-                                              Transaction tx(*pool);
-                                              tx.execute("UPDATE products SET stock = stock + 1 WHERE id = ?", {id});
-                                              tx.commit();
-                                          }},
-                                     };
-                                     try {
-                                         run_paired(state, ops);
-                                         pool->execute("DELETE FROM lockstep_job_runs WHERE job = ?", {job});
-                                     } catch (const std::exception& e) {
-                                         state.SkipWithError(e.what());
-                                     }
-                                 })
-        ->Unit(benchmark::kMicrosecond)
-        ->MinTime(b.latency_min_time)
-        ->Repetitions(b.latency_repetitions);
+    register_paired(
+        kRunRecord, b,
+        [pool, id, job] {
+            static std::int64_t slot = 0;  // across repetitions: a new slot every run
+            const auto started = std::chrono::system_clock::now();
+            return std::vector<TimedOp>{
+                {"recorded",
+                 [pool, id, job, started] {
+                     Transaction tx(*pool);
+                     ++slot;
+                     JobRunRecord::record(tx, job, slot, slot, "bench", started);
+                     tx.execute("UPDATE products SET stock = stock + 1 WHERE id = ?", {id});
+                     tx.commit();
+                 }},
+                {"plain",
+                 [pool, id] {
+                     Transaction tx(*pool);
+                     tx.execute("UPDATE products SET stock = stock + 1 WHERE id = ?", {id});
+                     tx.commit();
+                 }},
+            };
+        },
+        [pool, job] { pool->execute("DELETE FROM lockstep_job_runs WHERE job = ?", {job}); });
     plan.add(row_order::kCoordination + 2, "job run record ÷ the job's transaction", "≤ 1.15×", {kRunRecord},
              [](const Results& r) {
                  const MedianRepetition m(r, kRunRecord, "recorded", "plain");
@@ -208,32 +187,23 @@ void register_semaphore(Environment& env, Plan& plan) {
         make_semaphore(env.lock_service(), "bench-sem-cycle", SemaphoreOptions{.permits = kSemPermits});
     auto mutex = std::make_shared<RedisMutex>(env.locks(), "bench-sem-floor");
     auto commands = std::make_shared<std::string>();
-    benchmark::RegisterBenchmark(kSemCycle,
-                                 [&env, sem, mutex, commands](benchmark::State& state) {
-                                     const std::vector<TimedOp> ops = {
-                                         {"sem", [&] { sem->acquire().release(); }},
-                                         {"mutex",
-                                          [&] {
-                                              mutex->lock();
-                                              mutex->unlock();
-                                          }},
-                                     };
-                                     try {
-                                         if (commands->empty()) {
-                                             *commands = "per permit: " + commands_per_call(env, [&] { sem->acquire().release(); }) +
-                                                         "; per mutex cycle: " + commands_per_call(env, [&] {
-                                                             mutex->lock();
-                                                             mutex->unlock();
-                                                         });
-                                         }
-                                         run_paired(state, ops);
-                                     } catch (const std::exception& e) {
-                                         state.SkipWithError(e.what());
-                                     }
-                                 })
-        ->Unit(benchmark::kMicrosecond)
-        ->MinTime(b.latency_min_time)
-        ->Repetitions(b.latency_repetitions);
+    register_paired(kSemCycle, b, [&env, sem, mutex, commands] {
+        if (commands->empty()) {
+            *commands = "per permit: " + commands_per_call(env, [&] { sem->acquire().release(); }) +
+                        "; per mutex cycle: " + commands_per_call(env, [&] {
+                            mutex->lock();
+                            mutex->unlock();
+                        });
+        }
+        return std::vector<TimedOp>{
+            {"sem", [sem] { sem->acquire().release(); }},
+            {"mutex",
+             [mutex] {
+                 mutex->lock();
+                 mutex->unlock();
+             }},
+        };
+    });
     plan.add(row_order::kCoordination + 3, "redis: semaphore permit ÷ lock cycle", "≤ 1.3×", {kSemCycle},
              [commands](const Results& r) {
                  const MedianRepetition m(r, kSemCycle, "sem", "mutex");
@@ -315,60 +285,12 @@ void register_semaphore(Environment& env, Plan& plan) {
 }
 
 // Starts `lockstep-bench --leader-worker PREFIX NAME LEASE_MS` with its stdout on a pipe.
-WorkerProcess spawn_leader_worker(const std::string& url, const std::string& prefix, const std::string& name) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    posix_spawn_file_actions_addclose(&actions, fds[1]);
-    std::vector<std::string> args = {"lockstep-bench", "--leader-worker", prefix, name,
-                                     std::to_string(kLeaderLease.count())};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-        if (std::strncmp(*e, kLeaderUrlVariable, std::strlen(kLeaderUrlVariable)) != 0) env_strings.emplace_back(*e);
-    }
-    env_strings.push_back(std::string(kLeaderUrlVariable) + "=" + url);
-    std::vector<char*> envp;
-    for (auto& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    WorkerProcess worker;
-    const int rc = posix_spawn(&worker.pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    if (rc != 0) {
-        ::close(fds[0]);
-        throw Error(std::string("posix_spawn /proc/self/exe: ") + std::strerror(rc));
-    }
-    worker.out = fds[0];
-    return worker;
-}
-
-// Reads the worker's first line ("elected"); empty when it exited first.
-std::string read_line(int fd) {
-    std::string line;
-    char c = 0;
-    for (;;) {
-        const ssize_t n = ::read(fd, &c, 1);
-        if (n == 1) {
-            if (c == '\n') return line;
-            line += c;
-        } else if (n == 0 || errno != EINTR) {
-            return line;
-        }
-    }
-}
-
-void reap(const WorkerProcess& w) {
-    ::kill(w.pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    ::close(w.out);
+std::unique_ptr<testing::ChildProcess> spawn_leader_worker(const std::string& url, const std::string& prefix,
+                                                           const std::string& name) {
+    return std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{"lockstep-bench", "--leader-worker", prefix, name,
+                                 std::to_string(kLeaderLease.count())},
+        std::map<std::string, std::string>{{kLeaderUrlVariable, url}});
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -389,11 +311,11 @@ void register_failover(Environment& env, Plan& plan, const char* bench, const st
                                      try {
                                          for (auto _ : state) {
                                              for (int i = 0; i < kFailovers; ++i) {
-                                                 const WorkerProcess w = spawn_leader_worker(url, prefix, name);
-                                                 const std::string line = read_line(w.out);
+                                                 const auto w = spawn_leader_worker(url, prefix, name);
+                                                 // The worker's first line: "elected", or why not.
+                                                 const auto line = w->read_line(60s);
                                                  if (line != "elected") {
-                                                     reap(w);
-                                                     throw Error("leader worker: " + (line.empty() ? "exited" : line));
+                                                     throw Error("leader worker: " + line.value_or("exited or silent"));
                                                  }
                                                  LeaderLatchOptions lo;
                                                  lo.lock.lease = kLeaderLease;
@@ -402,14 +324,13 @@ void register_failover(Environment& env, Plan& plan, const char* bench, const st
                                                  // The kill lands anywhere in the leader's renewal cycle.
                                                  std::this_thread::sleep_for(std::chrono::milliseconds(phase(rng)));
                                                  if (standby.is_leader()) {
-                                                     reap(w);
                                                      throw Error("the standby was elected while the worker led");
                                                  }
                                                  const auto killed = Clock::now();
-                                                 ::kill(w.pid, SIGKILL);
+                                                 w->signal(SIGKILL);
                                                  const bool elected = standby.await_leadership(killed + 30 * kLeaderLease);
                                                  const auto took = Clock::now() - killed;
-                                                 reap(w);
+                                                 w->wait();
                                                  if (!elected) throw Error("no standby elected within 30 leases");
                                                  failovers.push_back(std::chrono::duration<double>(took).count());
                                                  standby.close();
@@ -494,6 +415,19 @@ void register_coordination(Environment& env, Plan& plan) {
                       row_order::kCoordination + 6,
                       "GET_LOCK belongs to the dead process's session, which the server ends when its socket "
                       "closes: the lease plays no part");
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+    // The session timeout is ZooKeeper's lease: the same 1 s, so that the row compares with redis's.
+    const std::string zk_url = "zookeeper://" + shared_zookeeper().hosts() +
+                               "?session_timeout_ms=" + std::to_string(kLeaderLease.count());
+    auto zookeeper = std::shared_ptr<LockService>(open_lock_service(zk_url, so));
+    register_failover(env, plan, kFailoverZooKeeper, "zookeeper", zk_url, zookeeper, row_order::kCoordination + 7,
+                      "the dead leader's lock node is ephemeral: it goes when the server expires the killed "
+                      "process's session, one session timeout (1 s, the lease here) after its last heartbeat, "
+                      "checked every tick (200 ms); the standby's watch on it then fires");
+#else
+    plan.add_not_built(row_order::kCoordination + 7, "zookeeper: leader failover ÷ lease", "shown",
+                       "libzookeeper-mt not installed (scripts/install-deps)");
+#endif
 }
 
 }  // namespace lockstep::bench

@@ -173,11 +173,11 @@ void register_handover(Environment& env, Plan& plan) {
                     const auto end = start + window;
                     const auto before = locks->stats();
                     const auto server0 = server_usage(*envp);
-                    WorkerProcess child =
+                    const auto child =
                         spawn_handover_worker(options, prefix, contended->name(), kThreadsPerProcess, start, end);
                     CycleCount mine = run_cycles(*contended, kThreadsPerProcess, start, end);
                     const auto server1 = server_usage(*envp);
-                    const std::string theirs = finish_handover_worker(child);
+                    const std::string theirs = finish_handover_worker(*child);
                     if (!mine.error.empty()) {
                         state.SkipWithError(mine.error.c_str());
                         break;

@@ -59,14 +59,6 @@ std::string contended_name(const std::string& backend, int threads) {
     return "lock_backends/" + backend + "_contended/threads:" + std::to_string(threads);
 }
 
-#ifdef LOCKSTEP_HAVE_ZOOKEEPER
-// One server for the whole run, started when first needed.
-LocalZooKeeper& zookeeper() {
-    static LocalZooKeeper zk{LocalZooKeeperOptions{}};
-    return zk;
-}
-#endif
-
 // Registers `backend`'s contended family: 1 thread and kContenders threads on one name, each
 // thread lock()+unlock() in a loop; counter "cycles" is a rate summed over the threads.
 void register_contended(Environment& env, Plan& plan, const std::string& backend,
@@ -263,7 +255,7 @@ void register_lock_backends(Environment& env, Plan& plan) {
 
 #ifdef LOCKSTEP_HAVE_ZOOKEEPER
     // ---- ZooKeeper ----
-    const std::string hosts = zookeeper().hosts();
+    const std::string hosts = shared_zookeeper().hosts();
     ZooKeeperLockOptions zo;
     zo.hosts = hosts;
     auto zk = std::make_shared<ZooKeeperLockService>(zo, so);

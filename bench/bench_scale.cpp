@@ -758,7 +758,7 @@ void register_waiters_curve(Environment& env, Plan& plan, const ScaleBudget& sb)
 // ---- processes ----------------------------------------------------------------------------
 
 // Reads a worker's line of results and reaps it; "" and `failure` set when it failed.
-std::string finish_worker(const WorkerProcess& worker, std::string& failure) {
+std::string finish_worker(testing::ChildProcess& worker, std::string& failure) {
     try {
         return finish_handover_worker(worker);
     } catch (const std::exception& e) {
@@ -783,7 +783,7 @@ Measures processes_window(Environment& env, const RedisOptions& options, bool on
     // Time for every child to start and connect before the window opens.
     const auto start = Clock::now() + milliseconds(200) + milliseconds(50) * p;
     const auto end = start + window;
-    std::vector<WorkerProcess> children;
+    std::vector<std::unique_ptr<testing::ChildProcess>> children;
     std::string failure;
     try {
         for (int i = 0; i < p; ++i)
@@ -797,7 +797,7 @@ Measures processes_window(Environment& env, const RedisOptions& options, bool on
     std::this_thread::sleep_until(end);
     const auto z = server_snapshot(env);
     std::vector<std::string> lines;
-    for (const auto& c : children) lines.push_back(finish_worker(c, failure));
+    for (const auto& c : children) lines.push_back(finish_worker(*c, failure));
     if (!failure.empty()) throw Error(failure);
     double cycles = 0, cpu = 0, late = 0, fewest = 1e18, most = 0;
     for (const auto& line : lines) {

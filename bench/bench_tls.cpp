@@ -104,60 +104,33 @@ void register_tls(Environment& env, Plan& plan) {
     const std::string key = env.prefix() + "{bench-tls-hit}:entry";
     t->tls_redis->set(key, std::string(1000, 'v'));
 
-    benchmark::RegisterBenchmark(kTlsRedisBench,
-                                 [t, key](benchmark::State& state) {
-                                     const std::vector<TimedOp> ops = {
-                                         {"tls_hit", [&] { benchmark::DoNotOptimize(t->tls_redis->get(key)); }},
-                                         {"plain_hit", [&] { benchmark::DoNotOptimize(t->plain_redis->get(key)); }},
-                                     };
-                                     try {
-                                         run_paired(state, ops);
-                                     } catch (const std::exception& e) {
-                                         state.SkipWithError(e.what());
-                                     }
-                                 })
-        ->Unit(benchmark::kMicrosecond)
-        ->MinTime(b.latency_min_time)
-        ->Repetitions(b.latency_repetitions);
-    benchmark::RegisterBenchmark(kTlsCycleBench,
-                                 [t](benchmark::State& state) {
-                                     const std::vector<TimedOp> ops = {
-                                         {"tls_cycle",
-                                          [&] {
-                                              t->tls_mutex->lock();
-                                              t->tls_mutex->unlock();
-                                          }},
-                                         {"plain_cycle",
-                                          [&] {
-                                              t->plain_mutex->lock();
-                                              t->plain_mutex->unlock();
-                                          }},
-                                     };
-                                     try {
-                                         run_paired(state, ops);
-                                     } catch (const std::exception& e) {
-                                         state.SkipWithError(e.what());
-                                     }
-                                 })
-        ->Unit(benchmark::kMicrosecond)
-        ->MinTime(b.latency_min_time)
-        ->Repetitions(b.latency_repetitions);
-    benchmark::RegisterBenchmark(kTlsSelectBench,
-                                 [t](benchmark::State& state) {
-                                     constexpr const char* kSelect = "SELECT body FROM tls_bench WHERE id = ?";
-                                     const std::vector<TimedOp> ops = {
-                                         {"tls_select", [&] { benchmark::DoNotOptimize(t->tls_db->query_one(kSelect, {std::int64_t{1}})); }},
-                                         {"plain_select", [&] { benchmark::DoNotOptimize(t->plain_db->query_one(kSelect, {std::int64_t{1}})); }},
-                                     };
-                                     try {
-                                         run_paired(state, ops);
-                                     } catch (const std::exception& e) {
-                                         state.SkipWithError(e.what());
-                                     }
-                                 })
-        ->Unit(benchmark::kMicrosecond)
-        ->MinTime(b.latency_min_time)
-        ->Repetitions(b.latency_repetitions);
+    register_paired(kTlsRedisBench, b, [t, key] {
+        return std::vector<TimedOp>{
+            {"tls_hit", [t, key] { benchmark::DoNotOptimize(t->tls_redis->get(key)); }},
+            {"plain_hit", [t, key] { benchmark::DoNotOptimize(t->plain_redis->get(key)); }},
+        };
+    });
+    register_paired(kTlsCycleBench, b, [t] {
+        return std::vector<TimedOp>{
+            {"tls_cycle",
+             [t] {
+                 t->tls_mutex->lock();
+                 t->tls_mutex->unlock();
+             }},
+            {"plain_cycle",
+             [t] {
+                 t->plain_mutex->lock();
+                 t->plain_mutex->unlock();
+             }},
+        };
+    });
+    register_paired(kTlsSelectBench, b, [t] {
+        constexpr const char* kSelect = "SELECT body FROM tls_bench WHERE id = ?";
+        return std::vector<TimedOp>{
+            {"tls_select", [t] { benchmark::DoNotOptimize(t->tls_db->query_one(kSelect, {std::int64_t{1}})); }},
+            {"plain_select", [t] { benchmark::DoNotOptimize(t->plain_db->query_one(kSelect, {std::int64_t{1}})); }},
+        };
+    });
 
     plan.add(row_order::kTlsHit, "TLS: cache hit, rediss:// ÷ redis://", "— (informational)", {kTlsRedisBench},
              [](const Results& r) {

@@ -199,4 +199,11 @@ std::string Environment::mariadb_version() {
     return row ? row->get<std::string>("v") : "?";
 }
 
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+LocalZooKeeper& shared_zookeeper() {
+    static LocalZooKeeper zk{LocalZooKeeperOptions{}};
+    return zk;
+}
+#endif
+
 }  // namespace lockstep::bench

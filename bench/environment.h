@@ -19,6 +19,9 @@
 #include "lockstep/core/redis_options.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/servers/local_servers.h"
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+#include "lockstep/servers/local_zookeeper.h"
+#endif
 #include "raw_redis.h"
 #if LOCKSTEP_BENCH_HAS_LOCKS
 #include "lockstep/locks/lock_client.h"
@@ -128,6 +131,12 @@ double stat_file_cpu_seconds(const std::string& path);
 // CPU seconds all cores of the machine have been busy so far (/proc/stat: everything but idle
 // and iowait). Less this process and Redis, it tells how much else ran during a benchmark.
 double machine_busy_seconds();
+
+#ifdef LOCKSTEP_HAVE_ZOOKEEPER
+// The run's one private standalone ZooKeeper (LocalZooKeeper, forceSync=no), started at the first
+// call (2-5 s of JVM start) and shared by every family that needs one. Thread-safe.
+LocalZooKeeper& shared_zookeeper();
+#endif
 
 // Progress line on stderr ("bench: ..."), flushed at once.
 void progress(const std::string& line);

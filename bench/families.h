@@ -34,7 +34,7 @@ constexpr int kLossDetection = 120;  // 120..124: a partitioned holder's loss ma
 constexpr int kTlsHit = 130;     // 130..132: cache hit, lock cycle, point SELECT over TLS ÷ plain
 constexpr int kTlsCycle = 131;
 constexpr int kTlsSelect = 132;
-constexpr int kCoordination = 140;   // 140..146: job slot, run record, semaphore, leader failover
+constexpr int kCoordination = 140;   // 140..147: job slot, run record, semaphore, leader failover
 constexpr int kScale = 200;      // --scale: one row per size of each curve, in registration order
 }  // namespace row_order
 

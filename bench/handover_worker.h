@@ -3,16 +3,16 @@
 // started from this same binary, cycling one lock between START and END (steady-clock
 // nanoseconds) and printing one line of results (bench_handover.cpp, handover_worker_main).
 //
-// Thread safety: plain functions; a WorkerProcess is finished once, by one thread.
+// Thread safety: plain functions; a worker is finished once, by one thread.
 #pragma once
-
-#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "lockstep/core/redis_options.h"
+#include "lockstep/servers/child_process.h"
 
 namespace lockstep::bench {
 
@@ -20,20 +20,16 @@ namespace lockstep::bench {
 // never through its command line.
 inline constexpr const char* kWorkerUrlVariable = "LOCKSTEP_BENCH_WORKER_REDIS_URL";
 
-struct WorkerProcess {
-    pid_t pid = -1;
-    int out = -1;  // the read end of its stdout
-};
-
 std::int64_t to_ns(std::chrono::steady_clock::time_point t);
 std::chrono::steady_clock::time_point from_ns(std::int64_t ns);
 
-// Starts a worker with its stdout on a pipe. Throws Error when it cannot be started.
-WorkerProcess spawn_handover_worker(const RedisOptions& redis, const std::string& prefix, const std::string& lock,
+// Starts a worker with its stdout on a pipe. Throws Error when it cannot be started. Destroying
+// the worker unfinished kills and reaps it.
+std::unique_ptr<testing::ChildProcess> spawn_handover_worker(const RedisOptions& redis, const std::string& prefix, const std::string& lock,
                                     int threads, std::chrono::steady_clock::time_point start,
                                     std::chrono::steady_clock::time_point end);
 // Reads the worker's line of results and reaps it. Throws Error (with what it printed) when it
-// did not exit with status 0.
-std::string finish_handover_worker(const WorkerProcess& worker);
+// did not exit with status 0, or has not closed its stdout within 10 minutes (it hangs).
+std::string finish_handover_worker(testing::ChildProcess& worker);
 
 }  // namespace lockstep::bench

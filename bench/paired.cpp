@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "environment.h"
+
 namespace lockstep::bench {
 
 namespace {
@@ -51,6 +53,23 @@ void run_paired(benchmark::State& state, const std::vector<TimedOp>& ops) {
         state.counters[ops[i].name + "_mean_s"] = mean;
         state.counters[ops[i].name + "_median_s"] = median_of(s);
     }
+}
+
+benchmark::internal::Benchmark* register_paired(const std::string& name, const Budget& budget,
+                                                std::function<std::vector<TimedOp>()> make_ops,
+                                                std::function<void()> after) {
+    return benchmark::RegisterBenchmark(name.c_str(),
+                                        [make_ops = std::move(make_ops), after = std::move(after)](benchmark::State& state) {
+                                            try {
+                                                run_paired(state, make_ops());
+                                                if (after) after();
+                                            } catch (const std::exception& e) {
+                                                state.SkipWithError(e.what());
+                                            }
+                                        })
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(budget.latency_min_time)
+        ->Repetitions(budget.latency_repetitions);
 }
 
 MedianRepetition::MedianRepetition(const Results& r, std::string benchmark, const std::string& ours,

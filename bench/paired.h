@@ -5,6 +5,8 @@
 // the per-call medians ignore the calls that a preemption stretched.
 //
 // Counters set (per operation `name`): `<name>_median_s` and `<name>_mean_s`, seconds per call.
+//
+// Thread safety: a benchmark's body runs on one thread; the functions keep no state of their own.
 #pragma once
 
 #include <functional>
@@ -22,7 +24,17 @@ struct TimedOp {
     std::function<void()> call;
 };
 
+struct Budget;
+
 void run_paired(benchmark::State& state, const std::vector<TimedOp>& ops);
+
+// Registers the paired latency benchmark `name`: each run builds its operations with `make_ops`
+// (which may do setup of its own first), runs them paired, then calls `after` (if any); an
+// exception from any of them skips the run with its message. In microseconds, with the budget's
+// latency min time and repetitions.
+benchmark::internal::Benchmark* register_paired(const std::string& name, const Budget& budget,
+                                                std::function<std::vector<TimedOp>()> make_ops,
+                                                std::function<void()> after = {});
 
 // The repetition of a paired benchmark whose ours/baseline ratio is the median over its
 // repetitions. A paired row reads every figure from it, so that its columns, its ratio and the

@@ -10,7 +10,7 @@
 //
 // The trials that signal the holder live with it (race_o4_holder.cpp).
 //
-// Thread safety: a HolderProcess is used by one thread; the functions may run on any threads.
+// Thread safety: the functions may run on any threads.
 #pragma once
 
 #include <chrono>
@@ -20,8 +20,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-
-#include <sys/types.h>
 
 #include "forced.h"
 #include "lockstep/coordination/job_schedule.h"
@@ -67,29 +65,5 @@ Trial holder_process_trial(const O4Trial& trial, bool kill);
 
 // The `__o4-holder` sub-command; its settings come from the environment (LSO4_*).
 int o4_holder_main();
-
-class HolderProcess {
-public:
-    // Starts the child with these LSO4_* settings (URL, PREFIX, JOB, PERIOD_MS, OFFSET_MS, MYSQL,
-    // LEASE_MS, RECORD). Throws std::runtime_error when it cannot be started.
-    explicit HolderProcess(const std::map<std::string, std::string>& settings);
-    // Kills the child if it still runs, and reaps it.
-    ~HolderProcess();
-    HolderProcess(const HolderProcess&) = delete;
-    HolderProcess& operator=(const HolderProcess&) = delete;
-
-    // The child's next line, waiting up to `timeout`; nullopt when none came (or it exited).
-    std::optional<std::string> next_line(std::chrono::milliseconds timeout);
-    void send(const std::string& line);
-    void signal(int sig);
-    // Waits for the child to exit (after SIGKILL).
-    void reap();
-
-private:
-    pid_t pid_ = -1;
-    int to_child_ = -1;
-    int from_child_ = -1;
-    std::string buffer_;
-};
 
 }  // namespace lockstep::demo

@@ -1,17 +1,13 @@
 // The node of O4's cases that runs in a process of its own (race_o4.h): the child's role, the
 // parent's handle on it, and the SIGKILL / SIGSTOP trials that use them.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <string>
@@ -24,10 +20,9 @@
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/db/transaction.h"
 #include "lockstep/locks/lock_service.h"
+#include "lockstep/servers/child_process.h"
 #include "race_o4.h"
 #include "stats.h"
-
-extern char** environ;
 
 namespace lockstep::demo {
 
@@ -117,112 +112,30 @@ int o4_holder_main() {
     }
 }
 
-HolderProcess::HolderProcess(const std::map<std::string, std::string>& settings) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-    for (const auto& [k, v] : settings) env.push_back("LSO4_" + k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    int in_pipe[2];
-    int out_pipe[2];
-    if (::pipe2(in_pipe, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
-        ::close(in_pipe[0]);
-        ::close(in_pipe[1]);
-        throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-    std::string exe = "/proc/self/exe";
-    std::string name = "lockstep-demo";
-    std::string sub = "__o4-holder";
-    char* argv[] = {name.data(), sub.data(), nullptr};
-    const int rc = posix_spawn(&pid_, exe.c_str(), &actions, nullptr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(in_pipe[0]);
-    ::close(out_pipe[1]);
-    to_child_ = in_pipe[1];
-    from_child_ = out_pipe[0];
-    if (rc != 0) {
-        ::close(to_child_);
-        ::close(from_child_);
-        pid_ = -1;
-        throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(rc));
-    }
+namespace {
+
+// The holder process of a trial, its settings in LSO4_* variables.
+std::unique_ptr<testing::ChildProcess> start_holder(const std::map<std::string, std::string>& settings) {
+    std::map<std::string, std::string> env;
+    for (const auto& [k, v] : settings) env["LSO4_" + k] = v;
+    return std::make_unique<testing::ChildProcess>(std::vector<std::string>{"lockstep-demo", "__o4-holder"}, env);
 }
 
-HolderProcess::~HolderProcess() {
-    if (to_child_ >= 0) ::close(to_child_);
-    if (pid_ > 0) {
-        ::kill(pid_, SIGCONT);
-        ::kill(pid_, SIGKILL);
-        reap();
-    }
-    if (from_child_ >= 0) ::close(from_child_);
-}
-
-std::optional<std::string> HolderProcess::next_line(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-        const auto nl = buffer_.find('\n');
-        if (nl != std::string::npos) {
-            std::string line = buffer_.substr(0, nl);
-            buffer_.erase(0, nl + 1);
-            return line;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) return std::nullopt;
-        pollfd p{from_child_, POLLIN, 0};
-        const int n = ::poll(&p, 1, static_cast<int>(left.count()));
-        if (n < 0 && errno != EINTR) return std::nullopt;
-        if (n <= 0) continue;
-        char buf[4096];
-        const ssize_t got = ::read(from_child_, buf, sizeof buf);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return std::nullopt;
-        buffer_.append(buf, static_cast<std::size_t>(got));
-    }
-}
-
-void HolderProcess::send(const std::string& line) {
-    const std::string data = line + "\n";
-    std::size_t done = 0;
-    while (done < data.size()) {
-        const ssize_t n = ::write(to_child_, data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) throw std::runtime_error("the holder process's stdin is closed");
-        done += static_cast<std::size_t>(n);
-    }
-}
-
-void HolderProcess::signal(int sig) {
-    if (pid_ > 0) ::kill(pid_, sig);
-}
-
-void HolderProcess::reap() {
-    if (pid_ <= 0) return;
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-}
+}  // namespace
 
 Trial holder_process_trial(const O4Trial& s, bool kill) {
     auto b = s.open();
     const auto period = 5000ms;
     const auto [schedule, offset] = starting_now(*b, period);
-    HolderProcess holder({{"URL", s.url},
-                          {"PREFIX", s.prefix},
-                          {"JOB", s.job},
-                          {"PERIOD_MS", std::to_string(period.count())},
-                          {"OFFSET_MS", std::to_string(offset)},
-                          {"MYSQL", s.mysql_url},
-                          {"LEASE_MS", lease_of(s.backend)},
-                          {"RECORD", kill ? "first" : "last"}});
-    const auto running = holder.next_line(20s);
+    const auto holder = start_holder({{"URL", s.url},
+                                      {"PREFIX", s.prefix},
+                                      {"JOB", s.job},
+                                      {"PERIOD_MS", std::to_string(period.count())},
+                                      {"OFFSET_MS", std::to_string(offset)},
+                                      {"MYSQL", s.mysql_url},
+                                      {"LEASE_MS", lease_of(s.backend)},
+                                      {"RECORD", kill ? "first" : "last"}});
+    const auto running = holder->read_line(20s);
     if (!running || running->rfind("RUNNING ", 0) != 0) {
         throw std::runtime_error("the holder process did not run the job: " + running.value_or("no answer"));
     }
@@ -233,15 +146,15 @@ Trial holder_process_trial(const O4Trial& s, bool kill) {
     o.run_record = &s.db;
     JobLock node(*b, s.job, schedule, o);
     const auto signalled = Clock::now();
-    holder.signal(kill ? SIGKILL : SIGSTOP);
-    if (kill) holder.reap();
+    holder->signal(kill ? SIGKILL : SIGSTOP);
+    if (kill) holder->wait();
     const JobRun r = take_over(s, node, 4000ms);
     const double took = ms_since(signalled);
     std::string late = "killed";
     if (!kill) {
-        holder.signal(SIGCONT);
-        holder.send("COMMIT");
-        late = holder.next_line(20s).value_or("no answer");
+        holder->signal(SIGCONT);
+        holder->send("COMMIT");
+        late = holder->read_line(20s).value_or("no answer");
     }
     if (r.outcome != JobOutcome::Ran) {
         throw std::runtime_error("the next node did not run the slot within 4 s: " + std::string(to_string(r.outcome)) + " " +

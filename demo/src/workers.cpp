@@ -1,15 +1,9 @@
 #include "workers.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -18,8 +12,7 @@
 
 #include "context.h"
 #include "lockstep/core/error.h"
-
-extern char** environ;
+#include "lockstep/servers/child_process.h"
 
 namespace lockstep::demo {
 
@@ -64,16 +57,6 @@ nlohmann::json run_threads(Services& services, const std::vector<Item>& items, i
     return out;
 }
 
-void write_all(int fd, const std::string& data) {
-    std::size_t done = 0;
-    while (done < data.size()) {
-        ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) throw std::runtime_error(std::string("write to worker process failed: ") + std::strerror(errno));
-        done += static_cast<std::size_t>(n);
-    }
-}
-
 }  // namespace
 
 void Worker::crash() const {
@@ -92,103 +75,33 @@ std::map<std::string, RoleFn>& roles() {
 // ---- worker processes ----------------------------------------------------------------------
 
 struct WorkerPool::Process {
-    pid_t pid = -1;
-    int in = -1;   // its stdin (we write jobs)
-    int out = -1;  // its stdout (we read results)
-    std::string buffer;
-    bool alive = false;
-    int status = 0;
+    std::unique_ptr<testing::ChildProcess> child;  // null: not started, or ended
+    int status = 0;  // how the last one ended: its exit code, or 128 + the signal that ended it
 
-    ~Process() { end(true); }
+    bool alive() const { return child != nullptr; }
 
     void start(const std::string& init) {
-        int in_pipe[2];
-        int out_pipe[2];
-        if (::pipe2(in_pipe, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-        if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
-            ::close(in_pipe[0]);
-            ::close(in_pipe[1]);
-            throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-        }
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
-        posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-        std::string exe = "/proc/self/exe";
-        std::string name = "lockstep-demo";
-        std::string sub = "__worker";
-        char* argv[] = {name.data(), sub.data(), nullptr};
-        int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, environ);
-        posix_spawn_file_actions_destroy(&actions);
-        ::close(in_pipe[0]);
-        ::close(out_pipe[1]);
-        in = in_pipe[1];
-        out = out_pipe[0];
-        if (rc != 0) {
-            ::close(in);
-            ::close(out);
-            in = out = -1;
-            throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(rc));
-        }
-        alive = true;
-        buffer.clear();
+        child = std::make_unique<testing::ChildProcess>(std::vector<std::string>{"lockstep-demo", "__worker"});
         send(init);
     }
 
-    void send(const std::string& line) { write_all(in, line + "\n"); }
+    void send(const std::string& line) { child->send(line); }
 
     // The next line, or nullopt at EOF (the process ended) or after `deadline`.
     std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline) {
-        for (;;) {
-            auto nl = buffer.find('\n');
-            if (nl != std::string::npos) {
-                std::string line = buffer.substr(0, nl);
-                buffer.erase(0, nl + 1);
-                return line;
-            }
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-            if (left.count() <= 0) return std::nullopt;
-            pollfd p{out, POLLIN, 0};
-            int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
-            if (n < 0 && errno != EINTR) return std::nullopt;
-            if (n <= 0) continue;
-            char buf[8192];
-            ssize_t got = ::read(out, buf, sizeof buf);
-            if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) return std::nullopt;
-            buffer.append(buf, static_cast<std::size_t>(got));
-        }
+        return child->read_line(
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
     }
 
     // Ends the process: closes its stdin (it exits on EOF) and reaps it; kills it if `kill` or
     // if it does not exit within a few seconds.
     void end(bool kill) {
-        if (!alive && pid <= 0) return;
-        if (in >= 0) ::close(in);
-        in = -1;
-        if (pid > 0) {
-            if (kill) {
-                ::kill(pid, SIGKILL);
-            } else {
-                for (int i = 0; i < 500; ++i) {
-                    if (::waitpid(pid, &status, WNOHANG) == pid) {
-                        pid = -1;
-                        break;
-                    }
-                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-                }
-                if (pid > 0) ::kill(pid, SIGKILL);
-            }
-            if (pid > 0) {
-                ::kill(pid, SIGCONT);  // a stopped process must run to die
-                while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-                }
-            }
-        }
-        pid = -1;
-        if (out >= 0) ::close(out);
-        out = -1;
-        alive = false;
+        if (!child) return;
+        child->close_stdin();
+        if (kill || !child->wait_for(std::chrono::seconds(5))) child->signal(SIGKILL);
+        child->signal(SIGCONT);  // a stopped process must run to die
+        status = child->wait();
+        child.reset();
     }
 };
 
@@ -208,7 +121,7 @@ std::vector<nlohmann::json> WorkerPool::run(const std::vector<nlohmann::json>& j
     while (processes_.size() < jobs.size()) processes_.push_back(std::make_unique<Process>());
     for (std::size_t p = 0; p < jobs.size(); ++p) {
         auto& proc = *processes_[p];
-        if (!proc.alive) proc.start(init.dump());
+        if (!proc.alive()) proc.start(init.dump());
         proc.send(jobs[p].dump());
     }
     const auto deadline = std::chrono::steady_clock::now() + kProcessDeadline;
@@ -232,7 +145,7 @@ std::vector<nlohmann::json> WorkerPool::run(const std::vector<nlohmann::json>& j
             // EOF (the process ended) or the deadline passed (it hangs): either way it is done.
             const bool timed_out = std::chrono::steady_clock::now() >= deadline;
             proc.end(timed_out);
-            if (!timed_out && WIFEXITED(proc.status) && WEXITSTATUS(proc.status) == kCrashExit) {
+            if (!timed_out && proc.status == kCrashExit) {
                 nlohmann::json results = nlohmann::json::array();
                 for (const auto& w : jobs[p]["workers"]) {
                     results.push_back({{"index", w["index"]}, {"result", {{"crashed", true}}}});
@@ -241,9 +154,8 @@ std::vector<nlohmann::json> WorkerPool::run(const std::vector<nlohmann::json>& j
                 return;
             }
             failures[p] = timed_out ? "did not answer in time and was killed"
-                          : WIFSIGNALED(proc.status)
-                              ? "was killed by signal " + std::to_string(WTERMSIG(proc.status))
-                              : "exited with status " + std::to_string(WEXITSTATUS(proc.status));
+                          : proc.status > 128 ? "was killed by signal " + std::to_string(proc.status - 128)
+                                              : "exited with status " + std::to_string(proc.status);
         });
     }
     for (auto& r : readers) r.join();

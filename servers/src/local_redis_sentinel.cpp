@@ -7,7 +7,7 @@
 #include <fstream>
 #include <vector>
 
-#include "child_process.h"
+#include "server_process.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/uri.h"

@@ -21,7 +21,7 @@
 #include <cppconn/statement.h>
 #include <mysql_driver.h>
 
-#include "child_process.h"
+#include "server_process.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/uri.h"

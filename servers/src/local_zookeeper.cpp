@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "child_process.h"
+#include "server_process.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {

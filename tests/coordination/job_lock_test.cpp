@@ -13,7 +13,7 @@
 
 #include "../support/eventually.h"
 #include "backends.h"
-#include "child_process.h"
+#include "conformance_child.h"
 #include "child_role.h"
 #include "lockstep/coordination/job_lock.h"
 #include "lockstep/coordination/job_run_record.h"

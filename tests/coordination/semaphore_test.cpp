@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "backends.h"
-#include "child_process.h"
+#include "conformance_child.h"
 #include "child_role.h"
 #include "eventually.h"
 #include "lockstep/cache/redis_client.h"

@@ -1,4 +1,4 @@
-// What a child role of a test binary uses (the binary re-executed by child_process.h's Child):
+// What a child role of a test binary uses (the binary re-executed by conformance_child.h's Child):
 // its environment, lines to its parent on stdout, and the runner that claims the process when an
 // environment variable names the role, before gtest's main runs.
 #pragma once

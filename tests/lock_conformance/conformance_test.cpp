@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "backends.h"
-#include "child_process.h"
+#include "conformance_child.h"
 #include "counter_file.h"
 #include "eventually.h"
 #include "lockstep/core/names.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends.h"
-#include "child_process.h"
+#include "conformance_child.h"
 #include "lockstep/locks/redis_fair_lock_service.h"
 #include "lockstep/locks/redis_lock_service.h"
 #include "fair_test_support.h"

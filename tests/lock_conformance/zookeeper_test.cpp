@@ -17,7 +17,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "backends.h"
-#include "child_process.h"
+#include "conformance_child.h"
 #include "eventually.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
