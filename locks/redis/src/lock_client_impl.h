@@ -23,6 +23,7 @@
 #include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_client.h"
 #include "hold_table.h"     // locks_detail::OwnerKey: who a hold belongs to, as on every backend
+#include "hold_timer.h"
 #include "hold_validity.h"  // locks_detail::valid_until_from: the validity every backend keeps
 #include "lockstep/locks/hold.h"
 #include "local_gate.h"
@@ -251,22 +252,15 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
 
     // ---- registry and watchdog
     mutable Mutex mutex;
-    CondVar watchdog_cv;
-    // When the sleeping watchdog will wake on its own (max: only when notified). A new hold
-    // notifies it only if it needs an earlier check, so an acquisition does not cost a
-    // context switch. Guarded by `mutex`.
-    SteadyTime watchdog_wakes_at GUARDED_BY(mutex) = SteadyTime::max();
-    bool stopping GUARDED_BY(mutex) = false;
     bool closed GUARDED_BY(mutex) = false;    // guarded by `mutex`: the RedisLockClient is gone
     int calls_in_use GUARDED_BY(mutex) = 0;   // guarded by `mutex`: live Use objects
     CondVar calls_done_cv;
-    std::thread watchdog;
-    // L11: reports a hold lost at its valid_until, while the watchdog may be stuck in a renewal
-    // into a partition for its socket timeout. Sleeps until the earliest validity; a new hold
-    // wakes it only when it ends earlier than that (expiry_wakes_at).
-    CondVar expiry_cv;
-    SteadyTime expiry_wakes_at GUARDED_BY(mutex) = SteadyTime::max();
-    std::thread expiry;
+    // The watchdog: renews holds when they are due (watchdog_pass). A new hold wakes it only if
+    // it needs an earlier check than planned, so an acquisition does not cost a context switch.
+    locks_detail::HoldTimer watchdog{locks_detail::HoldTimer::kNoMaxSleep};
+    // L11: reports a hold lost at its valid_until (expiry_pass), while the watchdog may be stuck
+    // in a renewal into a partition for its socket timeout.
+    locks_detail::HoldTimer expiry{locks_detail::HoldTimer::kNoMaxSleep};
     std::map<std::string, std::shared_ptr<RedisHold>> holds GUARDED_BY(mutex);  // key '\n' owner -> hold
     // Holds whose unlock threw LockLostError: one more unlock by the same thread is absorbed
     // (the std guard's destructor after an explicit guard.unlock() in a try block).
@@ -275,9 +269,11 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // Marks a hold lost (under `mutex`); returns the loss to report, or nothing if it already was.
     std::optional<LockLoss> mark_lost_locked(RedisHold& hold, LockLossReason reason, std::string message) REQUIRES(mutex);
     void report(const std::shared_ptr<RedisHold>& hold, const LockLoss& loss) EXCLUDES(mutex);
-    void watchdog_loop() EXCLUDES(mutex);
-    void expiry_loop() EXCLUDES(mutex);
-    // Stops and joins the watchdog and the expiry thread (idempotent; `stopping` is set).
+    // The timers' passes: each acts on what is due and returns when it looks next.
+    SteadyTime watchdog_pass() EXCLUDES(mutex);
+    SteadyTime expiry_pass() EXCLUDES(mutex);
+    SteadyTime earliest_check_locked() const REQUIRES(mutex);
+    // Stops and joins the watchdog and the expiry thread (idempotent).
     void join_threads() EXCLUDES(mutex);
     void renew_batch(std::vector<std::shared_ptr<RedisHold>> due) EXCLUDES(mutex);
     // max_hold: gives back holds the watchdog found at their cap (reported lost already).

@@ -282,18 +282,17 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, Fence
         h->next_check = std::min(h->next_check, h->cap);
     }
     stats.acquire_latency.record(h->acquired_at - a.started);
-    bool wake_watchdog = false;
-    bool wake_expiry = false;
+    const SteadyTime first_check = h->next_check;
+    const SteadyTime valid_until = h->valid_until;
     {
         MutexLock lock(mutex);
-        wake_watchdog = h->next_check < watchdog_wakes_at;
-        wake_expiry = h->valid_until < expiry_wakes_at;
-        if (wake_expiry) expiry_wakes_at = h->valid_until;  // one wake-up for a burst of holds
         a.hold = h;
         holds[a.hid] = std::move(h);
     }
-    if (wake_watchdog) watchdog_cv.notify_all();
-    if (wake_expiry) expiry_cv.notify_all();
+    // After the registration, never before: a pass that ran before it would not have seen the
+    // hold. Each timer is woken only if the hold is due before its planned wake-up.
+    watchdog.hold_added(first_check);
+    expiry.hold_added(valid_until);
 }
 
 // One fresh attempt (plain, or queuing with `ticket`); true when acquired, false when busy.

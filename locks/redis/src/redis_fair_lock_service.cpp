@@ -22,7 +22,7 @@
 #include "fair_lock_scripts.h"
 #include "hold_table.h"
 #include "hold_table_mutex.h"
-#include "renewal_scheduler.h"
+#include "hold_timer.h"
 #include "lockstep/cache/redis_time.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/cache/redis_subscriber.h"
@@ -163,7 +163,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     // The watchdog: each hold is renewed a third into its lease (its own, not the shortest lease
     // of the service: with one period for all, one short-lease hold made the watchdog renew every hold
     // every 5 ms for the service's life), a fixed lease's end is reported when it comes.
-    locks_detail::RenewalScheduler watchdog;
+    locks_detail::HoldTimer watchdog;
     // A new hold is registered (HoldTable): the watchdog is woken only if it is due before the
     // watchdog's planned wake-up.
     // (first_due, not next_renew: the watchdog may already be renewing the hold.)
@@ -522,7 +522,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    // One watchdog pass (RenewalScheduler): the holds that are due are renewed (or, with a fixed
+    // One watchdog pass (HoldTimer): the holds that are due are renewed (or, with a fixed
     // lease, reported when it ended), grants that reached a waiter no longer here are undone, idle
     // rooms dropped. Returns when the next hold is due.
     SteadyTime watchdog_pass() EXCLUDES(orphans_mu) {
