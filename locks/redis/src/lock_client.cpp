@@ -58,7 +58,8 @@ RedisLockClient::Impl::Impl(RedisClient& r, LockClientOptions o)
     : redis(r),
       options(checked(std::move(o))),
       id(random_client_id()),
-      gates(std::chrono::duration_cast<std::chrono::microseconds>(options.handoff_after)) {}
+      gates(std::chrono::duration_cast<std::chrono::microseconds>(options.handoff_after)),
+      rooms([&r]() -> RedisSubscriber& { return r.subscriber(); }, std::chrono::milliseconds(0)) {}
 
 RedisLockClient::Impl::~Impl() {
     // Normally close() ran already (~RedisLockClient); this covers a constructor that threw.
@@ -219,7 +220,7 @@ RedisLockClient::~RedisLockClient() {
     impl_->close();
     bool listener = false;
     {
-        MutexLock lock(impl_->rooms_mutex);
+        MutexLock lock(impl_->listener_mutex);
         listener = impl_->reconnect_listener_added;
     }
     if (listener) impl_->redis.subscriber().remove_reconnect_listener(impl_->reconnect_listener);

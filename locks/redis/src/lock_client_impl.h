@@ -24,6 +24,7 @@
 #include "lockstep/locks/lock_client.h"
 #include "hold_table.h"     // locks_detail::OwnerKey: who a hold belongs to, as on every backend
 #include "hold_timer.h"
+#include "wait_rooms.h"
 #include "hold_validity.h"  // locks_detail::valid_until_from: the validity every backend keeps
 #include "lockstep/locks/hold.h"
 #include "local_gate.h"
@@ -173,10 +174,10 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // Destruction of the RedisLockClient: stops the watchdog, releases and reports every live
     // hold, wakes every waiter (LockClientClosedError), waits until no call uses `redis` any
     // more, and drops the subscriptions. Afterwards nothing here touches `redis`.
-    void close() EXCLUDES(mutex, rooms_mutex);
+    void close() EXCLUDES(mutex);
     // The stages of close(): the holds still held, then the subscriptions.
     void release_live_holds_at_close() EXCLUDES(mutex);
-    void drop_subscriptions() EXCLUDES(rooms_mutex);
+    void drop_subscriptions();
 
     // The generic flows. `deadline` unset: one attempt, no waiting; SteadyTime::max(): forever.
     // `owner`: the calling thread, or a movable Hold; `acquired` (if given) receives the new
@@ -279,32 +280,10 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // max_hold: gives back holds the watchdog found at their cap (reported lost already).
     void end_capped(const std::vector<std::shared_ptr<RedisHold>>& capped) EXCLUDES(mutex);
 
-    // ---- waiting
-    struct Waiter {
-        std::string id;
-        CondVar cv;
-        bool woken = false;  // guarded by the room's mutex
-    };
-    struct Room {
-        std::string channel;
-        WakeRule rule = WakeRule::Broadcast;
-        Mutex mutex;
-        CondVar ready_cv;
-        bool ready GUARDED_BY(mutex) = false;
-        std::exception_ptr failed GUARDED_BY(mutex);
-        std::vector<Waiter*> waiters GUARDED_BY(mutex);  // arrival order; guarded by mutex
-        RedisSubscriber::Subscription subscription GUARDED_BY(mutex);
-        int refs = 0;  // guarded by Impl::rooms_mutex
-
-        // Clears `w`'s wake-up before its next try: a message that arrives after the try (or
-        // during it) is kept and ends the sleep at once.
-        void arm(Waiter& w) EXCLUDES(mutex);
-        // Sleeps until a message wakes `w` (on_message, wake_everyone) or `until`.
-        void sleep(Waiter& w, SteadyTime until) EXCLUDES(mutex);
-    };
-    Mutex rooms_mutex;
-    std::map<std::string, std::shared_ptr<Room>> rooms GUARDED_BY(rooms_mutex);
-    bool reconnect_listener_added GUARDED_BY(rooms_mutex) = false;  // guarded by rooms_mutex
+    // ---- waiting (wait_rooms.h: one subscription per wait channel, shared by this client's waiters)
+    WaitRooms rooms;
+    Mutex listener_mutex;
+    bool reconnect_listener_added GUARDED_BY(listener_mutex) = false;
     std::atomic<std::uint64_t> reconnect_listener{0};
     // L8, Sentinel: the master-change listener (failover_watch.h) and when it last fired
     // (steady clock ticks; min: never). A new hold sent before that moment is not kept.
@@ -314,10 +293,11 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
 
     // Subscribes (first waiter of this client on `channel`) and returns after the server
     // confirmed, so a release published afterwards reaches the waiter (L7).
-    std::shared_ptr<Room> join_room(const std::string& channel, WakeRule rule, Waiter& waiter) EXCLUDES(rooms_mutex);
-    void leave_room(const std::shared_ptr<Room>& room, Waiter& waiter) EXCLUDES(rooms_mutex);
-    static void on_message(const std::shared_ptr<Room>& room, std::string_view message, Impl* impl);
-    void wake_everyone() EXCLUDES(rooms_mutex);
+    std::shared_ptr<WaitRoom> join_room(const std::string& channel, WakeRule rule, RoomWaiter& waiter)
+        EXCLUDES(listener_mutex);
+    // The wake rule of a message on a wait channel (B5: anything else wakes nobody).
+    static void on_message(WaitRoom& room, WakeRule rule, std::string_view message, Impl* impl);
+    void wake_everyone();
     bool is_closed() const EXCLUDES(mutex);
 };
 

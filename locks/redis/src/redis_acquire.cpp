@@ -330,9 +330,9 @@ bool RedisLockClient::Impl::try_fresh(Acquisition& a, const WaitTicket* ticket, 
 // the try reaches this waiter.
 bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
     const LockSide& side = *a.side;
-    Waiter waiter;
+    RoomWaiter waiter;
     waiter.id = id + ":w" + std::to_string(next_waiter.fetch_add(1));
-    std::shared_ptr<Room> room = join_room(side.wait_channel(), side.wake_rule(), waiter);
+    std::shared_ptr<WaitRoom> room = join_room(side.wait_channel(), side.wake_rule(), waiter);
     WaitTicket ticket{waiter.id, "", -1};
     bool ticketed = false;
     AttemptResult r;
@@ -347,7 +347,7 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
             ticket.wait_left_ms = unbounded ? -1 : ms_until(deadline, SteadyClock::now());
             ticketed = true;
             if (try_fresh(a, &ticket, r)) {
-                leave_room(room, waiter);
+                rooms.leave(room, waiter);
                 return true;
             }
             if (!r.queue_score.empty()) ticket.queue_score = r.queue_score;
@@ -355,7 +355,7 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
             if (now >= deadline) {
                 ticketed = false;
                 leave_quietly(side, a.owner, ticket);
-                leave_room(room, waiter);
+                rooms.leave(room, waiter);
                 return false;
             }
             const SteadyTime wake_at = recheck_at(r, now, deadline, options.claim_refresh);
@@ -365,7 +365,7 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
         }
     } catch (...) {
         if (ticketed) leave_quietly(side, a.owner, ticket);
-        leave_room(room, waiter);
+        rooms.leave(room, waiter);
         throw;
     }
 }
