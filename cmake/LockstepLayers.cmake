@@ -4,7 +4,7 @@
 # include/ dirs of exactly the parts it DEPENDS on (transitively), so an #include that runs up a
 # layer, or from one lock backend into another it does not depend on, is "No such file" at
 # compile time (tests/layering proves it with probes). Lock backends (locks/<backend>) also see
-# locks/src, the internals every backend shares (hold table, renewal scheduling, loss reporting).
+# locks/src, the internals every backend shares (hold table, hold timer, validity, loss reporting).
 # Every part's objects go into the one archive lockstep::lockstep.
 
 # lockstep_part(<part> <dir> [NO_UNITY] [DEPENDS <part>...] [LINK <public lib>...] [LINK_PRIVATE <lib>...])

@@ -9,6 +9,7 @@
 #include "lockstep/core/logging.h"
 #include "lockstep/locks/lock_errors.h"
 #include "lock_log.h"
+#include "loss_report.h"
 
 namespace lockstep::locks_detail {
 
@@ -54,7 +55,9 @@ std::string random_hex_id() {
 
 HoldTable::HoldTable(std::string service_id, std::function<void(const LockLoss&)> service_on_lost,
                      HoldBackend& backend)
-    : id_(std::move(service_id)), service_on_lost_(std::move(service_on_lost)), backend_(backend) {}
+    : id_(std::move(service_id)), service_on_lost_(std::move(service_on_lost)), backend_(backend) {
+    expiry_.start_lazily([this] { return expiry_pass(); });
+}
 
 LockLossReason HoldTable::end_reason(const Hold& hold, SteadyTime now) {
     if (now >= hold.cap) return LockLossReason::MaxHoldReached;
@@ -63,42 +66,19 @@ LockLossReason HoldTable::end_reason(const Hold& hold, SteadyTime now) {
 
 HoldTable::~HoldTable() { stop_expiry(); }
 
-void HoldTable::stop_expiry() {
-    std::thread ending;
-    {
-        MutexLock g(mu_);
-        expiry_stopping_ = true;
-        ending = std::exchange(expiry_thread_, std::thread());
-    }
-    expiry_cv_.notify_all();
-    if (ending.joinable()) ending.join();
-}
+void HoldTable::stop_expiry() { expiry_.stop(); }
 
 void HoldTable::extend(Hold& hold, SteadyTime sent) { extend_validity(hold.valid_until, valid_until_from(sent, hold.lease)); }
 
-void HoldTable::wake_expiry_for(SteadyTime valid_until) {
-    if (valid_until == SteadyTime::max()) return;
+// L11: a hold whose validity ran out unextended is reported at that instant, not when the
+// backend's renewal (which may hang for its socket timeout) gives up. One pass of the expiry
+// timer: reports what is due, returns when the next hold ends.
+SteadyTime HoldTable::expiry_pass() {
+    const SteadyTime now = SteadyClock::now();
+    SteadyTime next = SteadyTime::max();
+    std::vector<std::shared_ptr<Hold>> due, capped;
     {
         MutexLock g(mu_);
-        if (expiry_stopping_) return;
-        if (!expiry_thread_.joinable()) {
-            expiry_planned_ = SteadyTime::min();  // its first look is now
-            expiry_thread_ = std::thread([this] { expiry_loop(); });
-            return;
-        }
-        if (valid_until >= expiry_planned_) return;  // it wakes before then and sees this hold
-    }
-    expiry_cv_.notify_all();
-}
-
-// L11: a hold whose validity ran out unextended is reported at that instant, not when the
-// backend's renewal (which may hang for its socket timeout) gives up.
-void HoldTable::expiry_loop() {
-    MutexLock g(mu_);
-    while (!expiry_stopping_) {
-        const SteadyTime now = SteadyClock::now();
-        SteadyTime next = SteadyTime::max();
-        std::vector<std::shared_ptr<Hold>> due, capped;
         for (const auto& [k, h] : holds_) {
             if (h->lost.load()) continue;
             const SteadyTime v = h->ends_at();
@@ -106,34 +86,20 @@ void HoldTable::expiry_loop() {
             else if (v <= now) due.push_back(h);
             else next = std::min(next, v);
         }
-        if (!due.empty() || !capped.empty()) {
-            g.unlock();
-            // max_hold: reported first (lost() and the stop token turn at the cap), then given
-            // back, so the server frees the lock now rather than a lease later (or never: a
-            // ZooKeeper node or an in-memory hold has no lease). The owner's release then finds
-            // it lost and reports that.
-            for (const auto& h : capped) {
-                report_lost(h, LockLossReason::MaxHoldReached, "max_hold reached: the hold was ended");
-            }
-            for (const auto& h : capped) backend_.abandon(*h);
-            for (const auto& h : due) {
-                if (h->renew) {
-                    report_lost(h, LockLossReason::Unreachable,
-                                "its validity ended: no renewal was acknowledged within the lease");
-                } else {
-                    report_lost(h, LockLossReason::LeaseEnded, "fixed lease ran out before unlock");
-                }
-            }
-            g.lock();
-            continue;
-        }
-        expiry_planned_ = next;
-        if (next == SteadyTime::max()) {
-            expiry_cv_.wait(mu_);
+    }
+    // max_hold: reported first (lost() and the stop token turn at the cap), then given back, so
+    // the server frees the lock now rather than a lease later (or never: a ZooKeeper node or an
+    // in-memory hold has no lease). The owner's release then finds it lost and reports that.
+    for (const auto& h : capped) report_lost(h, LockLossReason::MaxHoldReached, "max_hold reached: the hold was ended");
+    for (const auto& h : capped) backend_.abandon(*h);
+    for (const auto& h : due) {
+        if (h->renew) {
+            report_lost(h, LockLossReason::Unreachable, "its validity ended: no renewal was acknowledged within the lease");
         } else {
-            expiry_cv_.wait_until(mu_, next);
+            report_lost(h, LockLossReason::LeaseEnded, "fixed lease ran out before unlock");
         }
     }
+    return next;
 }
 
 HoldTable::Key HoldTable::key_of(const std::string& name, HoldKind kind, OwnerKey owner) {
@@ -263,7 +229,7 @@ bool HoldTable::lock(HoldBackend& backend, const std::string& name, HoldKind kin
         throw_closed();
     }
     backend.registered(*hold);
-    wake_expiry_for(hold->ends_at());
+    expiry_.hold_added(hold->ends_at());
     return true;
 }
 
@@ -327,17 +293,8 @@ void HoldTable::report_lost(const std::shared_ptr<Hold>& hold, LockLossReason re
     if (hold->lost.exchange(true)) return;  // once per hold
     losses_.fetch_add(1);
     hold->loss_reason.store(reason);
-    hold->stop.request_stop();
-    LockLoss loss{hold->name, hold->key, hold->owner, reason, message};
-    logger()->warn("lock '{}' ({}) lost: {} ({})", loss.name, loss.key, to_string(reason), message);
-    for (const auto* cb : {&service_on_lost_, &hold->on_lost}) {
-        if (!*cb) continue;
-        try {
-            (*cb)(loss);
-        } catch (const std::exception& e) {
-            logger()->error("lock '{}': on_lost callback threw: {}", loss.name, e.what());
-        }
-    }
+    report_loss(LockLoss{hold->name, hold->key, hold->owner, reason, message}, hold->stop, service_on_lost_,
+                hold->on_lost);
 }
 
 }  // namespace lockstep::locks_detail

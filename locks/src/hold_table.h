@@ -2,7 +2,8 @@
 // thread, loss reporting, and the acquire / release flow with its typed errors (L6, L10). The
 // fair Redis mutex, Redlock, MySQL, ZooKeeper and the in-memory backend keep their holds here;
 // the barging Redis client (locks/redis) keeps its own registry (redis_hold_registry.cpp) but the
-// same validity rule (hold_validity.h, RACES L11).
+// same validity rule (hold_validity.h, RACES L11), the same timer (hold_timer.h) and the same
+// loss report (loss_report.h).
 //
 // A backend supplies a HoldBackend: one new acquisition until a deadline, one release, and the
 // abandoning of a lost hold. Everything a caller can observe about reentrancy, NotOwnerError,
@@ -26,6 +27,7 @@
 #include <tuple>
 #include <vector>
 
+#include "hold_timer.h"
 #include "hold_validity.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/core/thread_annotations.h"
@@ -154,10 +156,10 @@ public:
     static void extend(Hold& hold, SteadyTime sent);
     // A backend moved a hold's valid_until earlier by itself (a disconnection): the expiry thread
     // wakes for it in time.
-    void watch_validity(SteadyTime valid_until) EXCLUDES(mu_) { wake_expiry_for(valid_until); }
+    void watch_validity(SteadyTime valid_until) { expiry_.hold_added(valid_until); }
     // Stops the expiry thread (idempotent); a backend whose holds' callbacks use its own state
     // calls it first in its destructor.
-    void stop_expiry() EXCLUDES(mu_);
+    void stop_expiry();
 
     // The service is being destroyed (its destructor calls this first, then wakes its own
     // waiters). From now on lock() throws LockClientClosedError at once, and so does a lock()
@@ -184,12 +186,10 @@ private:
     std::atomic<bool> closed_{false};  // written under mu_, so a registration under mu_ sees it
 
     [[noreturn]] void throw_closed() const;
-    void expiry_loop() EXCLUDES(mu_);
-    void wake_expiry_for(SteadyTime valid_until) EXCLUDES(mu_);
-    CondVar expiry_cv_;
-    bool expiry_stopping_ GUARDED_BY(mu_) = false;
-    SteadyTime expiry_planned_ GUARDED_BY(mu_) = SteadyTime::max();  // when the thread wakes next
-    std::thread expiry_thread_ GUARDED_BY(mu_);
+    SteadyTime expiry_pass() EXCLUDES(mu_);
+    // Started with the first hold that has a bounded validity (hold_timer.h); declared last, so
+    // it stops (and its pass is over) before the holds it looks at go.
+    HoldTimer expiry_{HoldTimer::kNoMaxSleep};
 };
 
 // 32 random lowercase hex digits.

@@ -375,7 +375,7 @@ TEST(RedisFairGrant, AMessageForADroppedRoomFindsItAliveUntilItsSubscriptionEnds
     std::atomic<int> subscribers{-1};
     std::atomic<bool> seen{false}, finished{false};
     auto at_drop = fault::arm(
-        "locks.fair.rooms_dropped",
+        "locks.wait_rooms.dropped",
         [&] {
             // On the watchdog's thread, between the room's removal and its unsubscribe. The
             // message names a waiter of this service that is not there (an orphan grant).

@@ -58,27 +58,23 @@ RedisLockClient::Impl::Impl(RedisClient& r, LockClientOptions o)
     : redis(r),
       options(checked(std::move(o))),
       id(random_client_id()),
-      gates(std::chrono::duration_cast<std::chrono::microseconds>(options.handoff_after)) {}
+      gates(std::chrono::duration_cast<std::chrono::microseconds>(options.handoff_after)),
+      rooms([&r]() -> RedisSubscriber& { return r.subscriber(); }, std::chrono::milliseconds(0)) {}
 
 RedisLockClient::Impl::~Impl() {
     // Normally close() ran already (~RedisLockClient); this covers a constructor that threw.
-    {
-        MutexLock lock(mutex);
-        stopping = true;
-    }
     join_threads();
 }
 
 void RedisLockClient::Impl::start() {
-    watchdog = std::thread([this] { watchdog_loop(); });
-    expiry = std::thread([this] { expiry_loop(); });
+    // Started with the first hold: a client that never holds a lock runs no thread for it.
+    watchdog.start_lazily([this] { return watchdog_pass(); });
+    expiry.start_lazily([this] { return expiry_pass(); });
 }
 
 void RedisLockClient::Impl::join_threads() {
-    watchdog_cv.notify_all();
-    expiry_cv.notify_all();
-    if (watchdog.joinable()) watchdog.join();
-    if (expiry.joinable()) expiry.join();
+    watchdog.stop();
+    expiry.stop();
 }
 
 bool RedisLockClient::Impl::is_closed() const {
@@ -104,7 +100,6 @@ void RedisLockClient::Impl::close() {
         MutexLock lock(mutex);
         if (closed) return;
         closed = true;  // from here on no new call reaches `redis`
-        stopping = true;
     }
     join_threads();
     // Waiters wake and leave with LockClientClosedError; calls under way finish (each is one
@@ -225,7 +220,7 @@ RedisLockClient::~RedisLockClient() {
     impl_->close();
     bool listener = false;
     {
-        MutexLock lock(impl_->rooms_mutex);
+        MutexLock lock(impl_->listener_mutex);
         listener = impl_->reconnect_listener_added;
     }
     if (listener) impl_->redis.subscriber().remove_reconnect_listener(impl_->reconnect_listener);

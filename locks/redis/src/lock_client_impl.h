@@ -23,6 +23,8 @@
 #include "lockstep/core/mutex.h"
 #include "lockstep/locks/lock_client.h"
 #include "hold_table.h"     // locks_detail::OwnerKey: who a hold belongs to, as on every backend
+#include "hold_timer.h"
+#include "wait_rooms.h"
 #include "hold_validity.h"  // locks_detail::valid_until_from: the validity every backend keeps
 #include "lockstep/locks/hold.h"
 #include "local_gate.h"
@@ -172,10 +174,10 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // Destruction of the RedisLockClient: stops the watchdog, releases and reports every live
     // hold, wakes every waiter (LockClientClosedError), waits until no call uses `redis` any
     // more, and drops the subscriptions. Afterwards nothing here touches `redis`.
-    void close() EXCLUDES(mutex, rooms_mutex);
+    void close() EXCLUDES(mutex);
     // The stages of close(): the holds still held, then the subscriptions.
     void release_live_holds_at_close() EXCLUDES(mutex);
-    void drop_subscriptions() EXCLUDES(rooms_mutex);
+    void drop_subscriptions();
 
     // The generic flows. `deadline` unset: one attempt, no waiting; SteadyTime::max(): forever.
     // `owner`: the calling thread, or a movable Hold; `acquired` (if given) receives the new
@@ -251,22 +253,15 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
 
     // ---- registry and watchdog
     mutable Mutex mutex;
-    CondVar watchdog_cv;
-    // When the sleeping watchdog will wake on its own (max: only when notified). A new hold
-    // notifies it only if it needs an earlier check, so an acquisition does not cost a
-    // context switch. Guarded by `mutex`.
-    SteadyTime watchdog_wakes_at GUARDED_BY(mutex) = SteadyTime::max();
-    bool stopping GUARDED_BY(mutex) = false;
     bool closed GUARDED_BY(mutex) = false;    // guarded by `mutex`: the RedisLockClient is gone
     int calls_in_use GUARDED_BY(mutex) = 0;   // guarded by `mutex`: live Use objects
     CondVar calls_done_cv;
-    std::thread watchdog;
-    // L11: reports a hold lost at its valid_until, while the watchdog may be stuck in a renewal
-    // into a partition for its socket timeout. Sleeps until the earliest validity; a new hold
-    // wakes it only when it ends earlier than that (expiry_wakes_at).
-    CondVar expiry_cv;
-    SteadyTime expiry_wakes_at GUARDED_BY(mutex) = SteadyTime::max();
-    std::thread expiry;
+    // The watchdog: renews holds when they are due (watchdog_pass). A new hold wakes it only if
+    // it needs an earlier check than planned, so an acquisition does not cost a context switch.
+    locks_detail::HoldTimer watchdog{locks_detail::HoldTimer::kNoMaxSleep};
+    // L11: reports a hold lost at its valid_until (expiry_pass), while the watchdog may be stuck
+    // in a renewal into a partition for its socket timeout.
+    locks_detail::HoldTimer expiry{locks_detail::HoldTimer::kNoMaxSleep};
     std::map<std::string, std::shared_ptr<RedisHold>> holds GUARDED_BY(mutex);  // key '\n' owner -> hold
     // Holds whose unlock threw LockLostError: one more unlock by the same thread is absorbed
     // (the std guard's destructor after an explicit guard.unlock() in a try block).
@@ -275,40 +270,20 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // Marks a hold lost (under `mutex`); returns the loss to report, or nothing if it already was.
     std::optional<LockLoss> mark_lost_locked(RedisHold& hold, LockLossReason reason, std::string message) REQUIRES(mutex);
     void report(const std::shared_ptr<RedisHold>& hold, const LockLoss& loss) EXCLUDES(mutex);
-    void watchdog_loop() EXCLUDES(mutex);
-    void expiry_loop() EXCLUDES(mutex);
-    // Stops and joins the watchdog and the expiry thread (idempotent; `stopping` is set).
+    // The timers' passes: each acts on what is due and returns when it looks next.
+    SteadyTime watchdog_pass() EXCLUDES(mutex);
+    SteadyTime expiry_pass() EXCLUDES(mutex);
+    SteadyTime earliest_check_locked() const REQUIRES(mutex);
+    // Stops and joins the watchdog and the expiry thread (idempotent).
     void join_threads() EXCLUDES(mutex);
     void renew_batch(std::vector<std::shared_ptr<RedisHold>> due) EXCLUDES(mutex);
     // max_hold: gives back holds the watchdog found at their cap (reported lost already).
     void end_capped(const std::vector<std::shared_ptr<RedisHold>>& capped) EXCLUDES(mutex);
 
-    // ---- waiting
-    struct Waiter {
-        std::string id;
-        CondVar cv;
-        bool woken = false;  // guarded by the room's mutex
-    };
-    struct Room {
-        std::string channel;
-        WakeRule rule = WakeRule::Broadcast;
-        Mutex mutex;
-        CondVar ready_cv;
-        bool ready GUARDED_BY(mutex) = false;
-        std::exception_ptr failed GUARDED_BY(mutex);
-        std::vector<Waiter*> waiters GUARDED_BY(mutex);  // arrival order; guarded by mutex
-        RedisSubscriber::Subscription subscription GUARDED_BY(mutex);
-        int refs = 0;  // guarded by Impl::rooms_mutex
-
-        // Clears `w`'s wake-up before its next try: a message that arrives after the try (or
-        // during it) is kept and ends the sleep at once.
-        void arm(Waiter& w) EXCLUDES(mutex);
-        // Sleeps until a message wakes `w` (on_message, wake_everyone) or `until`.
-        void sleep(Waiter& w, SteadyTime until) EXCLUDES(mutex);
-    };
-    Mutex rooms_mutex;
-    std::map<std::string, std::shared_ptr<Room>> rooms GUARDED_BY(rooms_mutex);
-    bool reconnect_listener_added GUARDED_BY(rooms_mutex) = false;  // guarded by rooms_mutex
+    // ---- waiting (wait_rooms.h: one subscription per wait channel, shared by this client's waiters)
+    WaitRooms rooms;
+    Mutex listener_mutex;
+    bool reconnect_listener_added GUARDED_BY(listener_mutex) = false;
     std::atomic<std::uint64_t> reconnect_listener{0};
     // L8, Sentinel: the master-change listener (failover_watch.h) and when it last fired
     // (steady clock ticks; min: never). A new hold sent before that moment is not kept.
@@ -318,10 +293,11 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
 
     // Subscribes (first waiter of this client on `channel`) and returns after the server
     // confirmed, so a release published afterwards reaches the waiter (L7).
-    std::shared_ptr<Room> join_room(const std::string& channel, WakeRule rule, Waiter& waiter) EXCLUDES(rooms_mutex);
-    void leave_room(const std::shared_ptr<Room>& room, Waiter& waiter) EXCLUDES(rooms_mutex);
-    static void on_message(const std::shared_ptr<Room>& room, std::string_view message, Impl* impl);
-    void wake_everyone() EXCLUDES(rooms_mutex);
+    std::shared_ptr<WaitRoom> join_room(const std::string& channel, WakeRule rule, RoomWaiter& waiter)
+        EXCLUDES(listener_mutex);
+    // The wake rule of a message on a wait channel (B5: anything else wakes nobody).
+    static void on_message(WaitRoom& room, WakeRule rule, std::string_view message, Impl* impl);
+    void wake_everyone();
     bool is_closed() const EXCLUDES(mutex);
 };
 

@@ -282,18 +282,17 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, Fence
         h->next_check = std::min(h->next_check, h->cap);
     }
     stats.acquire_latency.record(h->acquired_at - a.started);
-    bool wake_watchdog = false;
-    bool wake_expiry = false;
+    const SteadyTime first_check = h->next_check;
+    const SteadyTime valid_until = h->valid_until;
     {
         MutexLock lock(mutex);
-        wake_watchdog = h->next_check < watchdog_wakes_at;
-        wake_expiry = h->valid_until < expiry_wakes_at;
-        if (wake_expiry) expiry_wakes_at = h->valid_until;  // one wake-up for a burst of holds
         a.hold = h;
         holds[a.hid] = std::move(h);
     }
-    if (wake_watchdog) watchdog_cv.notify_all();
-    if (wake_expiry) expiry_cv.notify_all();
+    // After the registration, never before: a pass that ran before it would not have seen the
+    // hold. Each timer is woken only if the hold is due before its planned wake-up.
+    watchdog.hold_added(first_check);
+    expiry.hold_added(valid_until);
 }
 
 // One fresh attempt (plain, or queuing with `ticket`); true when acquired, false when busy.
@@ -331,9 +330,9 @@ bool RedisLockClient::Impl::try_fresh(Acquisition& a, const WaitTicket* ticket, 
 // the try reaches this waiter.
 bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
     const LockSide& side = *a.side;
-    Waiter waiter;
+    RoomWaiter waiter;
     waiter.id = id + ":w" + std::to_string(next_waiter.fetch_add(1));
-    std::shared_ptr<Room> room = join_room(side.wait_channel(), side.wake_rule(), waiter);
+    std::shared_ptr<WaitRoom> room = join_room(side.wait_channel(), side.wake_rule(), waiter);
     WaitTicket ticket{waiter.id, "", -1};
     bool ticketed = false;
     AttemptResult r;
@@ -348,7 +347,7 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
             ticket.wait_left_ms = unbounded ? -1 : ms_until(deadline, SteadyClock::now());
             ticketed = true;
             if (try_fresh(a, &ticket, r)) {
-                leave_room(room, waiter);
+                rooms.leave(room, waiter);
                 return true;
             }
             if (!r.queue_score.empty()) ticket.queue_score = r.queue_score;
@@ -356,7 +355,7 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
             if (now >= deadline) {
                 ticketed = false;
                 leave_quietly(side, a.owner, ticket);
-                leave_room(room, waiter);
+                rooms.leave(room, waiter);
                 return false;
             }
             const SteadyTime wake_at = recheck_at(r, now, deadline, options.claim_refresh);
@@ -366,7 +365,7 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
         }
     } catch (...) {
         if (ticketed) leave_quietly(side, a.owner, ticket);
-        leave_room(room, waiter);
+        rooms.leave(room, waiter);
         throw;
     }
 }

@@ -20,9 +20,10 @@
 #include <vector>
 
 #include "fair_lock_scripts.h"
+#include "wait_rooms.h"
 #include "hold_table.h"
 #include "hold_table_mutex.h"
-#include "renewal_scheduler.h"
+#include "hold_timer.h"
 #include "lockstep/cache/redis_time.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/cache/redis_subscriber.h"
@@ -67,31 +68,6 @@ std::optional<FenceToken> parse_token(std::string_view s) {
     return t;
 }
 
-// One thread waiting in a name's line. Its fields are guarded by its Room's mutex.
-struct Waiter {
-    std::string id;  // "<service id>:<thread>:w<attempt>:<lease ms>" (fair_lock_scripts.cpp)
-    CondVar cv;
-    bool granted = false;  // a grant named this waiter: it holds the lock with `token`
-    FenceToken token = 0;
-};
-
-// The waiters of one name in this service, and the service's subscription to the name's
-// channel (one per name, not one per attempt: no subscribe round trip per acquisition).
-struct Room {
-    std::string name;
-    std::string channel;
-    Mutex mu;
-    CondVar ready_cv;
-    bool ready GUARDED_BY(mu) = false;
-    std::exception_ptr failed GUARDED_BY(mu);
-    std::vector<Waiter*> waiters GUARDED_BY(mu);
-    // Set once, before `ready`; moved out (and reset outside every lock) by whoever drops the room.
-    RedisSubscriber::Subscription subscription;
-    // Guarded by State::rooms_mu (another object's mutex: not annotated).
-    int refs = 0;
-    SteadyTime idle_since{};
-};
-
 // A grant this service received for a waiter it no longer has (its leave failed, or the waiter
 // took the lock by a re-check with a fresh token before the message came): undone by the
 // watchdog with the leave script, which hands it on only if the lock still holds exactly it.
@@ -111,21 +87,8 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         redis = std::make_unique<RedisClient>(redis_options);
         rw = std::make_unique<RedisLockService>(redis_options, std::move(o));
     }
-    // The rooms' callbacks point at this State and their Room: end every subscription first,
-    // then let the rooms go (declared before `subs`, so destroyed after it).
-    ~State() override {
-        std::vector<std::shared_ptr<Room>> left;
-        std::vector<RedisSubscriber::Subscription> subs;
-        {
-            MutexLock g(rooms_mu);
-            for (auto& [n, r] : rooms) {
-                subs.push_back(std::move(r->subscription));
-                left.push_back(std::move(r));
-            }
-            rooms.clear();
-        }
-        subs.clear();
-    }
+    // The rooms' handlers point at this State: every subscription ends before the rest goes.
+    ~State() override { rooms.drop_all(); }
 
     RedisOptions redis_options;
     std::string prefix;
@@ -135,8 +98,9 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     std::unique_ptr<RedisLockService> rw;
     std::atomic<std::uint64_t> attempts{0};
 
-    Mutex rooms_mu;
-    std::map<std::string, std::shared_ptr<Room>> rooms GUARDED_BY(rooms_mu);
+    // One room per name this service waits on (wait_rooms.h); a room keeps its subscription for
+    // kRoomLinger after its last waiter (the watchdog drops it then).
+    WaitRooms rooms{[this]() -> RedisSubscriber& { return redis->subscriber(); }, kRoomLinger};
 
     Mutex orphans_mu;
     std::vector<Orphan> orphans GUARDED_BY(orphans_mu);
@@ -163,7 +127,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     // The watchdog: each hold is renewed a third into its lease (its own, not the shortest lease
     // of the service: with one period for all, one short-lease hold made the watchdog renew every hold
     // every 5 ms for the service's life), a fixed lease's end is reported when it comes.
-    locks_detail::RenewalScheduler watchdog;
+    locks_detail::HoldTimer watchdog;
     // A new hold is registered (HoldTable): the watchdog is woken only if it is due before the
     // watchdog's planned wake-up.
     // (first_due, not next_renew: the watchdog may already be renewing the hold.)
@@ -175,7 +139,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         const std::array<std::string_view, 4> key_views{k[0], k[1], k[2], k[3]};
         const std::string lease_arg = ms(h.lease), grace_arg = ms(fair.waiter_grace),
                           fence_ttl_arg = ms(fair.fence_counter_ttl);
-        Waiter w;
+        RoomWaiter w;
         w.id = h.owner + ":w" + std::to_string(attempts.fetch_add(1)) + ":" + lease_arg;
         SteadyTime sent{};  // when the last script was sent: the server set any lease after it
         auto attempt = [&](bool queue) {
@@ -238,7 +202,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             if (got) return done(value, sent, By::Script);
             if (!can_wait || SteadyClock::now() >= deadline) return false;
         }
-        std::shared_ptr<Room> room = join_room(keys, h.name, w);
+        std::shared_ptr<WaitRoom> room = join_room(keys, h.name, w);
         bool in_room = true;
         auto take_out = [&]() -> std::optional<FenceToken> {  // leaves the room; a grant that came
             if (!in_room) return std::nullopt;                 // meanwhile is returned
@@ -261,9 +225,9 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                                                       fair.waiter_grace / 2, std::chrono::milliseconds(std::max(1LL, value)));
                 next = std::min(next, deadline);
                 {
-                    MutexLock g(room->mu);
+                    MutexLock g(room->mutex);
                     while (!w.granted && !table.closed()) {
-                        if (w.cv.wait_until(room->mu, next) == std::cv_status::timeout) break;
+                        if (w.cv.wait_until(room->mutex, next) == std::cv_status::timeout) break;
                     }
                 }
                 table.throw_if_closed();  // woken by close(): the catch below leaves the line
@@ -280,7 +244,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                     if (auto confirmed = confirm_grant(*token)) return done(*token, *confirmed, By::Grant);
                     // The grant's lease ran out before it reached us: back in line.
                     {
-                        MutexLock g(room->mu);
+                        MutexLock g(room->mutex);
                         w.granted = false;
                         w.token = 0;
                     }
@@ -309,94 +273,34 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
     }
 
     // The waiter's grant, if one came: then it leaves the room (it holds the lock).
-    std::optional<FenceToken> take_out_if_granted(const std::shared_ptr<Room>& room, Waiter& w, bool& in_room) {
+    std::optional<FenceToken> take_out_if_granted(const std::shared_ptr<WaitRoom>& room, RoomWaiter& w, bool& in_room) {
         {
-            MutexLock g(room->mu);
+            MutexLock g(room->mutex);
             if (!w.granted) return std::nullopt;
         }
         in_room = false;
         return leave_room(room, w);
     }
 
-    bool has_room(const std::string& name) EXCLUDES(rooms_mu) {
-        MutexLock g(rooms_mu);
-        return rooms.find(name) != rooms.end();
-    }
+    bool has_room(const std::string& name) { return rooms.find(name) != nullptr; }
 
     // Registers `w` in the name's room, subscribing the room's channel first if it is new; returns
     // once the server confirmed the subscription (L7: a grant published after this is delivered).
-    std::shared_ptr<Room> join_room(const FairKeys& keys, const std::string& name, Waiter& w) EXCLUDES(rooms_mu) {
-        std::shared_ptr<Room> room;
-        bool subscribe = false;
-        {
-            MutexLock g(rooms_mu);
-            auto& slot = rooms[name];
-            if (!slot) {
-                slot = std::make_shared<Room>();
-                slot->name = name;
-                slot->channel = keys.channel_prefix() + table.service_id();  // under the name's hash tag
-                subscribe = true;
-            }
-            room = slot;
-            ++room->refs;
-        }
-        if (subscribe) {
-            try {
-                Room* r = room.get();
-                auto sub = redis->subscriber().subscribe(
-                    room->channel, [this, r](std::string_view, std::string_view message) { on_grant(*r, message); });
-                MutexLock g(room->mu);
-                room->subscription = std::move(sub);
-                room->ready = true;
-            } catch (...) {
-                {
-                    MutexLock g(room->mu);
-                    room->failed = std::current_exception();
-                    room->ready = true;
-                }
-                room->ready_cv.notify_all();
-                {
-                    MutexLock g(rooms_mu);
-                    auto it = rooms.find(name);
-                    if (it != rooms.end() && it->second == room) rooms.erase(it);
-                    --room->refs;
-                }
-                throw;
-            }
-            room->ready_cv.notify_all();
-        }
-        MutexLock g(room->mu);
-        while (!room->ready) room->ready_cv.wait(room->mu);
-        if (room->failed) {
-            auto failed = room->failed;
-            g.unlock();
-            {
-                MutexLock rg(rooms_mu);
-                --room->refs;
-            }
-            std::rethrow_exception(failed);
-        }
-        room->waiters.push_back(&w);
-        return room;
+    std::shared_ptr<WaitRoom> join_room(const FairKeys& keys, const std::string& name, RoomWaiter& w) {
+        return rooms.join(name, keys.channel_prefix() + table.service_id(),  // under the name's hash tag
+                          w, [this](WaitRoom& room, std::string_view message) { on_grant(room, message); });
     }
 
-    // Takes `w` out of its room; returns the grant it got meanwhile, if any. The room keeps its
-    // subscription for kRoomLinger after its last waiter (the watchdog drops it).
-    std::optional<FenceToken> leave_room(const std::shared_ptr<Room>& room, Waiter& w) EXCLUDES(rooms_mu) {
-        std::optional<FenceToken> granted;
-        {
-            MutexLock g(room->mu);
-            auto& ws = room->waiters;
-            ws.erase(std::remove(ws.begin(), ws.end(), &w), ws.end());
-            if (w.granted) granted = w.token;
-        }
-        MutexLock g(rooms_mu);
-        if (--room->refs == 0) room->idle_since = SteadyClock::now();
-        return granted;
+    // Takes `w` out of its room; returns the grant it got meanwhile, if any.
+    std::optional<FenceToken> leave_room(const std::shared_ptr<WaitRoom>& room, RoomWaiter& w) {
+        rooms.leave(room, w);
+        // Out of the room: no handler touches `w` any more, its flags are read without the lock.
+        if (w.granted) return w.token;
+        return std::nullopt;
     }
 
     // On the subscriber thread: "<waiter id> <token>" names the waiter that now holds the lock.
-    void on_grant(Room& room, std::string_view message) EXCLUDES(orphans_mu) {
+    void on_grant(WaitRoom& room, std::string_view message) EXCLUDES(orphans_mu) {
         try {
             fault::point("locks.fair.grant_message");  // tests: a message lost on the way
         } catch (...) {
@@ -410,8 +314,8 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         // B5: anything but a grant to one of this service's waiters wakes nobody.
         if (!token || id.size() <= sid.size() || id.substr(0, sid.size()) != sid || id[sid.size()] != ':') return;
         {
-            MutexLock g(room.mu);
-            for (Waiter* x : room.waiters) {
+            MutexLock g(room.mutex);
+            for (RoomWaiter* x : room.waiters) {
                 if (x->id == id) {
                     x->granted = true;
                     x->token = *token;
@@ -422,7 +326,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         }
         {
             MutexLock g(orphans_mu);
-            orphans.push_back({room.name, std::string(id), std::string(message.substr(0, space)) + "#" +
+            orphans.push_back({room.key, std::string(id), std::string(message.substr(0, space)) + "#" +
                                                                std::string(message.substr(space + 1))});
         }
         watchdog.poke();
@@ -430,21 +334,16 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
 
     // A grant a script returned instead of publishing it (the waiter is this service's): handed to
     // the waiter in-process, or undone at once if that waiter is no longer here. Never throws.
-    void deliver(const FairKeys& keys, const std::string& name, RedisReply r) EXCLUDES(rooms_mu) {
+    void deliver(const FairKeys& keys, const std::string& name, RedisReply r) {
         try {
             for (int i = 0; i < 64 && r.type() == RedisReply::Type::Array; ++i) {
                 const std::string id = r.elements().at(0).str();
                 const std::string tok = r.elements().at(1).str();
                 const auto token = parse_token(tok);
-                std::shared_ptr<Room> room;
-                {
-                    MutexLock g(rooms_mu);
-                    auto it = rooms.find(name);
-                    if (it != rooms.end()) room = it->second;
-                }
+                std::shared_ptr<WaitRoom> room = rooms.find(name);
                 if (room && token) {
-                    MutexLock g(room->mu);
-                    for (Waiter* x : room->waiters) {
+                    MutexLock g(room->mutex);
+                    for (RoomWaiter* x : room->waiters) {
                         if (x->id == id) {
                             x->granted = true;
                             x->token = *token;
@@ -509,20 +408,12 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
 
     // The service's destructor (after the watchdog stopped): holds reported lost (ClientClosed)
     // and given up (abandon), waiters woken; they leave the line with LockClientClosedError.
-    void close() EXCLUDES(rooms_mu) {
+    void close() {
         table.close(*this);
-        std::vector<std::shared_ptr<Room>> open;
-        {
-            MutexLock g(rooms_mu);
-            for (const auto& [n, r] : rooms) open.push_back(r);
-        }
-        for (const auto& room : open) {
-            MutexLock g(room->mu);
-            for (Waiter* w : room->waiters) w->cv.notify_all();
-        }
+        rooms.wake_everyone();  // each sees table.closed() and leaves the line
     }
 
-    // One watchdog pass (RenewalScheduler): the holds that are due are renewed (or, with a fixed
+    // One watchdog pass (HoldTimer): the holds that are due are renewed (or, with a fixed
     // lease, reported when it ended), grants that reached a waiter no longer here are undone, idle
     // rooms dropped. Returns when the next hold is due.
     SteadyTime watchdog_pass() EXCLUDES(orphans_mu) {
@@ -550,7 +441,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             deliver(keys, o.name, RedisReply::array({RedisReply::string(o.waiter), RedisReply::string(
                                                          o.value.substr(o.waiter.size() + 1))}));
         }
-        drop_idle_rooms();
+        rooms.drop_idle();
         return next;
     }
 
@@ -602,34 +493,6 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                 fh.next_renew = std::min(now + retry, valid_until);
             }
         }
-    }
-
-    void drop_idle_rooms() EXCLUDES(rooms_mu) {
-        // Destruction order matters (reverse of declaration): `ended` first — once a Subscription
-        // is gone its callback never runs again — then `dropped`, the rooms those callbacks point
-        // at. Freeing a room while its subscription could still deliver (or while holding its
-        // mutex) was a use after free.
-        std::vector<std::shared_ptr<Room>> dropped;
-        std::vector<RedisSubscriber::Subscription> ended;
-        {
-            MutexLock g(rooms_mu);
-            const auto now = SteadyClock::now();
-            for (auto it = rooms.begin(); it != rooms.end();) {
-                Room& r = *it->second;
-                if (r.refs == 0 && now - r.idle_since >= kRoomLinger) {
-                    {
-                        MutexLock rg(r.mu);
-                        if (r.ready) ended.push_back(std::move(r.subscription));
-                    }
-                    dropped.push_back(std::move(it->second));
-                    it = rooms.erase(it);
-                } else {
-                    ++it;
-                }
-            }
-        }
-        if (!dropped.empty()) fault::point("locks.fair.rooms_dropped");  // tests: a message right now
-        // `ended` unsubscribes here, outside every lock (the subscriber thread may be delivering).
     }
 };
 

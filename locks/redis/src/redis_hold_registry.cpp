@@ -20,12 +20,15 @@
 //  - Destruction (close()) releases and reports every live hold in one pipeline and refuses new
 //    calls (Impl::Use); HoldTable has no closing state.
 //  - Counters (LockClientStats) and the hold-time / acquire-latency histograms are kept here.
-// What is shared already: the owner numbers (locks_detail::OwnerKey: a thread's, or a movable
-// Hold's, redis_movable_hold.cpp) and the LockLoss vocabulary (lock_loss.h).
+// What is shared with every other backend: the owner numbers (locks_detail::OwnerKey: a thread's,
+// or a movable Hold's, redis_movable_hold.cpp), the validity rule (hold_validity.h), the timer
+// threads of the watchdog and of the expiry pass (hold_timer.h), and how a loss is told
+// (loss_report.h: the log line, the stop token, the callbacks) with its vocabulary (lock_loss.h).
 #include <utility>
 
 #include "hold_table.h"  // locks_detail::this_thread_number
 #include "lock_client_impl.h"
+#include "loss_report.h"
 #include "lockstep/core/logging.h"
 
 namespace lockstep {
@@ -67,25 +70,11 @@ std::optional<LockLoss> RedisLockClient::Impl::mark_lost_locked(RedisHold& hold,
     hold.lost = true;
     hold.loss_reason = reason;
     stats.losses.fetch_add(1);
-    LockLoss loss{hold.side->name(), hold.side->hold_key(), hold.owner, reason, std::move(message)};
-    logger()->warn("lock '{}' ({} hold of {}) lost: {} ({})", hold.side->name(), hold.side->kind(), hold.owner,
-                   to_string(reason), loss.message);
-    return loss;
+    return LockLoss{hold.side->name(), hold.side->hold_key(), hold.owner, reason, std::move(message)};
 }
 
 void RedisLockClient::Impl::report(const std::shared_ptr<RedisHold>& hold, const LockLoss& loss) {
-    hold->stop.request_stop();
-    using Callback = std::function<void(const LockLoss&)>;
-    for (const Callback* cb : {static_cast<const Callback*>(&options.on_lost), &hold->side->settings().on_lost}) {
-        if (!*cb) continue;
-        try {
-            (*cb)(loss);
-        } catch (const std::exception& e) {
-            logger()->error("on_lost callback for lock '{}' threw: {}", loss.name, e.what());
-        } catch (...) {
-            logger()->error("on_lost callback for lock '{}' threw", loss.name);
-        }
-    }
+    locks_detail::report_loss(loss, hold->stop, options.on_lost, hold->side->settings().on_lost);
 }
 
 }  // namespace lockstep

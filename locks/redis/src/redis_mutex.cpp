@@ -131,25 +131,16 @@ Hold RedisMutex::acquire() {
     return h;
 }
 
-Hold RedisMutex::try_acquire() { return impl().acquire_movable(side_, std::nullopt); }
-
 Hold RedisMutex::try_acquire_until_steady(std::chrono::steady_clock::time_point deadline) {
+    // try_acquire(): one attempt, no wait at the local gate either.
+    if (deadline == SteadyTime::min()) return impl().acquire_movable(side_, std::nullopt);
     return impl().acquire_movable(side_, deadline);
 }
 
-void RedisMutex::unlock() {
-    impl().release(*side_, false);
-}
-
-void RedisMutex::unlock_checked() {
-    impl().release(*side_, true);
-}
+void RedisMutex::unlock_as(UnlockMode mode) { impl().release(*side_, mode == UnlockMode::Throw); }
 
 bool RedisMutex::lost() const {
     return view_hold(impl(), side_->hold_key()).lost;
-}
-bool RedisMutex::held_by_this_thread() const {
-    return view_hold(impl(), side_->hold_key()).exists;
 }
 int RedisMutex::hold_count() const {
     return view_hold(impl(), side_->hold_key()).count;

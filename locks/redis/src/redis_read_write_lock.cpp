@@ -136,17 +136,19 @@ void RedisReadWriteLock::check_upgrade() const {
     }
 }
 
-bool RedisReadWriteLock::try_lock_until_steady(bool shared, std::chrono::steady_clock::time_point deadline) {
-    auto& impl = this->impl();
-    if (shared) return impl.acquire(read_side_, deadline);
+bool RedisReadWriteLock::try_lock_until_steady(SteadyTime deadline) {
     check_upgrade();
-    return impl.acquire(write_side_, deadline);
+    return impl().acquire(write_side_, deadline);
+}
+
+bool RedisReadWriteLock::try_lock_shared_until_steady(SteadyTime deadline) {
+    return impl().acquire(read_side_, deadline);
 }
 
 void RedisReadWriteLock::lock() {
     const SteadyTime deadline =
         options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
-    if (!try_lock_until_steady(false, deadline)) {
+    if (!try_lock_until_steady(deadline)) {
         throw TimeoutError("write lock '" + keys_.name() + "' not acquired within max_wait");
     }
 }
@@ -156,15 +158,22 @@ bool RedisReadWriteLock::try_lock() {
     return impl().acquire(write_side_, std::nullopt);
 }
 
+// try_acquire*(): deadline min, one attempt, no wait at a gate either (as try_lock()).
+namespace {
+std::optional<SteadyTime> movable_deadline(SteadyTime deadline) {
+    if (deadline == SteadyTime::min()) return std::nullopt;
+    return deadline;
+}
+}  // namespace
+
 Hold RedisReadWriteLock::acquire() {
     const SteadyTime deadline = options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
     Hold h = impl().acquire_movable(write_side_, deadline);
     if (!h) throw TimeoutError("write lock '" + keys_.name() + "' not acquired within max_wait");
     return h;
 }
-Hold RedisReadWriteLock::try_acquire() { return impl().acquire_movable(write_side_, std::nullopt); }
 Hold RedisReadWriteLock::try_acquire_until_steady(SteadyTime deadline) {
-    return impl().acquire_movable(write_side_, deadline);
+    return impl().acquire_movable(write_side_, movable_deadline(deadline));
 }
 Hold RedisReadWriteLock::acquire_shared() {
     const SteadyTime deadline = options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
@@ -172,23 +181,16 @@ Hold RedisReadWriteLock::acquire_shared() {
     if (!h) throw TimeoutError("read lock '" + keys_.name() + "' not acquired within max_wait");
     return h;
 }
-Hold RedisReadWriteLock::try_acquire_shared() { return impl().acquire_movable(read_side_, std::nullopt); }
 Hold RedisReadWriteLock::try_acquire_shared_until_steady(SteadyTime deadline) {
-    return impl().acquire_movable(read_side_, deadline);
+    return impl().acquire_movable(read_side_, movable_deadline(deadline));
 }
 
-void RedisReadWriteLock::unlock() {
-    impl().release(*write_side_, false);
-}
-
-void RedisReadWriteLock::unlock_checked() {
-    impl().release(*write_side_, true);
-}
+void RedisReadWriteLock::unlock_as(UnlockMode mode) { impl().release(*write_side_, mode == UnlockMode::Throw); }
 
 void RedisReadWriteLock::lock_shared() {
     const SteadyTime deadline =
         options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
-    if (!try_lock_until_steady(true, deadline)) {
+    if (!try_lock_shared_until_steady(deadline)) {
         throw TimeoutError("read lock '" + keys_.name() + "' not acquired within max_wait");
     }
 }
@@ -197,12 +199,8 @@ bool RedisReadWriteLock::try_lock_shared() {
     return impl().acquire(read_side_, std::nullopt);
 }
 
-void RedisReadWriteLock::unlock_shared() {
-    impl().release(*read_side_, false);
-}
-
-void RedisReadWriteLock::unlock_shared_checked() {
-    impl().release(*read_side_, true);
+void RedisReadWriteLock::unlock_shared_as(UnlockMode mode) {
+    impl().release(*read_side_, mode == UnlockMode::Throw);
 }
 
 bool RedisReadWriteLock::lost() const {

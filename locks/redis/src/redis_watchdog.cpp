@@ -1,8 +1,10 @@
 // The watchdog (L5): one thread per lock client that renews every renewing hold a third into its
 // lease, in one pipelined round trip for all holds due soon, and reports a hold lost when its
 // renewal finds it gone, when no renewal succeeded for a whole lease, or when a fixed lease ran
-// out before unlock. It sleeps until the earliest check; a new hold wakes it only when it needs
-// an earlier one (register_hold, redis_acquire.cpp).
+// out before unlock. Its thread is a HoldTimer (hold_timer.h): it sleeps until the earliest
+// check, and a new hold wakes it only when it needs an earlier one (register_hold,
+// redis_acquire.cpp). The expiry pass runs on a second HoldTimer, so that a renewal stuck in a
+// partition does not delay the report of a validity's end (L11).
 #include <algorithm>
 #include <utility>
 
@@ -33,28 +35,14 @@ std::vector<RedisReply> run_pipelined(RedisClient& redis, const std::vector<Scri
     return replies;
 }
 
-void RedisLockClient::Impl::watchdog_loop() {
-    MutexLock lock(mutex);
-    while (!stopping) {
-        SteadyTime earliest = SteadyTime::max();
-        for (const auto& [k, h] : holds) {
-            if (h->active && !h->lost) earliest = std::min(earliest, h->next_check);
-        }
-        if (earliest == SteadyTime::max()) {
-            watchdog_wakes_at = SteadyTime::max();
-            watchdog_cv.wait(mutex);
-            continue;
-        }
-        SteadyTime now = SteadyClock::now();
-        if (now < earliest) {
-            watchdog_wakes_at = earliest;
-            watchdog_cv.wait_until(mutex, earliest);
-            continue;
-        }
-        // Awake and working: a hold registered now is seen at the next pass through the loop.
-        watchdog_wakes_at = SteadyTime::min();
-        std::vector<std::shared_ptr<RedisHold>> due, capped;
-        std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> ended;
+SteadyTime RedisLockClient::Impl::watchdog_pass() {
+    const SteadyTime now = SteadyClock::now();
+    std::vector<std::shared_ptr<RedisHold>> due, capped;
+    std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> ended;
+    {
+        MutexLock lock(mutex);
+        const SteadyTime earliest = earliest_check_locked();
+        if (now < earliest) return earliest;  // woken for a hold due later than now: nothing to do yet
         for (const auto& [k, h] : holds) {
             if (!h->active || h->lost) continue;
             if (h->cap <= now) {
@@ -75,12 +63,20 @@ void RedisLockClient::Impl::watchdog_loop() {
                 due.push_back(h);
             }
         }
-        lock.unlock();
-        for (const auto& [h, loss] : ended) report(h, loss);
-        if (!capped.empty()) end_capped(capped);
-        if (!due.empty()) renew_batch(std::move(due));
-        lock.lock();
     }
+    for (const auto& [h, loss] : ended) report(h, loss);
+    if (!capped.empty()) end_capped(capped);
+    if (!due.empty()) renew_batch(std::move(due));
+    MutexLock lock(mutex);
+    return earliest_check_locked();
+}
+
+SteadyTime RedisLockClient::Impl::earliest_check_locked() const {
+    SteadyTime earliest = SteadyTime::max();
+    for (const auto& [k, h] : holds) {
+        if (h->active && !h->lost) earliest = std::min(earliest, h->next_check);
+    }
+    return earliest;
 }
 
 // L11: the watchdog reports a hold whose renewals failed once a renewal returns past its validity,
@@ -88,12 +84,12 @@ void RedisLockClient::Impl::watchdog_loop() {
 // valid_until itself, as lost() already says, so on_lost and the stop token are on time too. A
 // renewal acknowledged later finds the hold lost and leaves it so; the cap stays the watchdog's
 // (it gives the keys back).
-void RedisLockClient::Impl::expiry_loop() {
-    MutexLock lock(mutex);
-    while (!stopping) {
-        const SteadyTime now = SteadyClock::now();
-        SteadyTime next = SteadyTime::max();
-        std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> ended;
+SteadyTime RedisLockClient::Impl::expiry_pass() {
+    const SteadyTime now = SteadyClock::now();
+    SteadyTime next = SteadyTime::max();
+    std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> ended;
+    {
+        MutexLock lock(mutex);
         for (const auto& [k, h] : holds) {
             if (!h->active || h->lost) continue;
             if (h->valid_until > now) {
@@ -105,19 +101,9 @@ void RedisLockClient::Impl::expiry_loop() {
                                  : mark_lost_locked(*h, LockLossReason::LeaseEnded, "fixed lease ran out before unlock");
             if (loss) ended.emplace_back(h, *loss);
         }
-        if (!ended.empty()) {
-            lock.unlock();
-            for (const auto& [h, loss] : ended) report(h, loss);
-            lock.lock();
-            continue;
-        }
-        expiry_wakes_at = next;
-        if (next == SteadyTime::max()) {
-            expiry_cv.wait(mutex);
-        } else {
-            expiry_cv.wait_until(mutex, next);
-        }
     }
+    for (const auto& [h, loss] : ended) report(h, loss);
+    return next;
 }
 
 // max_hold: the holds at their cap were reported lost; their keys are given back now (the last

@@ -20,7 +20,7 @@
 #include "lockstep/cache/redis_subscriber.h"
 #include "lockstep/locks/lock_keys.h"
 #include "redlock_masters.h"
-#include "renewal_scheduler.h"
+#include "hold_timer.h"
 #include "redlock_scripts.h"
 #include "lockstep/cache/redis_time.h"
 
@@ -111,14 +111,14 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
     Mutex subscribers_mu;
     std::vector<std::unique_ptr<RedisSubscriber>> subscribers GUARDED_BY(subscribers_mu);
 
-    locks_detail::RenewalScheduler watchdog;  // renews each hold when it is due (renewal_scheduler.h)
+    locks_detail::HoldTimer watchdog;  // renews each hold when it is due (hold_timer.h)
 
     // Threads waiting in acquire(), woken when the service goes (stop()).
     Mutex waiters_mu;
     std::set<Waiter*> waiters GUARDED_BY(waiters_mu);
 
     // A new hold is registered (HoldTable): the watchdog is woken only when it would otherwise
-    // sleep past the hold's first due time (RenewalScheduler::hold_added).
+    // sleep past the hold's first due time (HoldTimer::hold_added).
     void registered(const HoldRecord& h) noexcept override {
         // (first_due, not next_renew: the watchdog may already be renewing the hold.)
         watchdog.hold_added(std::static_pointer_cast<RedlockHold>(h.state)->first_due);
@@ -357,7 +357,7 @@ struct RedlockLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    // One watchdog pass (RenewalScheduler): renews the holds that are due, reports a fixed lease
+    // One watchdog pass (HoldTimer): renews the holds that are due, reports a fixed lease
     // that ended; returns when the next hold is due.
     SteadyTime watchdog_pass() {
         SteadyTime next = SteadyTime::max();

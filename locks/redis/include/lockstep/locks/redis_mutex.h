@@ -1,5 +1,6 @@
-// RedisMutex: a reentrant distributed mutex on one Redis server, meeting the standard
-// TimedLockable requirements (lock, try_lock, try_lock_for, try_lock_until, unlock), so
+// RedisMutex: a reentrant distributed mutex on one Redis server, the `redis` backend's
+// DistributedMutex (distributed_mutex.h: RedisLockService::make_mutex returns one), meeting the
+// standard TimedLockable requirements (lock, try_lock, try_lock_for, try_lock_until, unlock), so
 // std::unique_lock, std::scoped_lock and std::lock_guard work with it.
 //
 //   lockstep::RedisMutex m(locks, "product:42");            // 30 s lease, renewed
@@ -51,103 +52,71 @@
 #include <optional>
 #include <string>
 
+#include "lockstep/locks/distributed_mutex.h"
 #include "lockstep/locks/hold.h"
 #include "lockstep/locks/lock_client.h"
+#include "lockstep/locks/lock_options.h"
 
 namespace lockstep {
 
 class LockSide;
 
-namespace detail {
-// now + d on the steady clock, saturating at time_point::max() (try_lock_for(hours::max())).
-template <class Rep, class Period>
-std::chrono::steady_clock::time_point steady_deadline_after(const std::chrono::duration<Rep, Period>& d) {
-    using namespace std::chrono;
-    const auto now = steady_clock::now();
-    if (d <= d.zero()) return now;
-    if (duration<double>(d) >= duration<double>(steady_clock::time_point::max() - now)) {
-        return steady_clock::time_point::max();
-    }
-    return now + ceil<steady_clock::duration>(d);
-}
-}  // namespace detail
+// A RedisMutex's options are the neutral LockOptions (lock_options.h: lease, renew, max_wait,
+// on_lost, max_hold); the name stays for code written against it.
+using MutexOptions = LockOptions;
 
-struct MutexOptions {
-    // Lease of each hold: the server deletes the lock this long after the last acquisition or
-    // renewal, so a holder that dies blocks others for at most this long (L1).
-    std::chrono::milliseconds lease{30000};
-    // Renew the lease every lease/3 while held (watchdog). False: a fixed lease; a critical
-    // section longer than it loses the lock (reported through on_lost and lost()).
-    bool renew = true;
-    // lock() gives up with TimeoutError after waiting this long; unset: it waits indefinitely.
-    std::optional<std::chrono::milliseconds> max_wait;
-    // Called once when a hold of this mutex is lost (after the client's on_lost).
-    std::function<void(const LockLoss&)> on_lost;
-    // A cap on every hold (LockOptions::max_hold, docs/holds.md); unset: none.
-    std::optional<std::chrono::milliseconds> max_hold;
-};
-
-class RedisMutex {
+class RedisMutex final : public DistributedMutex {
 public:
     // REQUIRES: name not empty; lease >= 3 ms.
     RedisMutex(RedisLockClient& client, std::string name, MutexOptions options = {});
-    ~RedisMutex();
+    ~RedisMutex() override;
     RedisMutex(const RedisMutex&) = delete;
     RedisMutex& operator=(const RedisMutex&) = delete;
 
     // Blocks until acquired (or options.max_wait passes: TimeoutError).
-    void lock();
+    void lock() override;
     // One attempt, no waiting. With the local gate (LockClientOptions::local_gate, the default)
     // it fails at once, sending nothing, while another thread of this client holds or is
     // acquiring this mutex (a spurious failure TimedLockable allows); try_lock_for/until wait
     // for that thread at the gate until their deadline.
-    bool try_lock();
-    template <class Rep, class Period>
-    bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-        return try_lock_until_steady(detail::steady_deadline_after(timeout));
-    }
-    template <class Clock, class Duration>
-    bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-        return try_lock_until_steady(detail::steady_deadline_after(deadline - Clock::now()));
-    }
-    // REQUIRES: the calling thread holds it (NotOwnerError otherwise). Never throws because the
-    // hold was lost or the release failed: that is reported (see above). The hold is forgotten.
-    void unlock();
-    // unlock(), and then LockLostError if the hold was lost (lease ran out, server restarted,
-    // client destroyed), or the Redis error if the release failed. After it threw, the next
-    // unlock() of this lock by this thread (a std guard's destructor) is a no-op.
-    void unlock_checked();
+    bool try_lock() override;
+    bool try_lock_until_steady(std::chrono::steady_clock::time_point deadline) override;
+    // unlock() (DistributedMutex): REQUIRES the calling thread holds it (NotOwnerError
+    // otherwise). Never throws because the hold was lost or the release failed: that is reported
+    // (see above). The hold is forgotten. unlock_checked(): the same, and then LockLostError if
+    // the hold was lost (lease ran out, server restarted, client destroyed), or the Redis error if
+    // the release failed. After it threw, the next unlock() of this lock by this thread (a std
+    // guard's destructor) is a no-op.
 
     // Movable holds (lockstep/locks/hold.h, docs/holds.md): an owner of their own, never a
     // re-entry of a thread's hold. acquire() waits until max_wait (TimeoutError); try_acquire*()
     // return an empty Hold when busy or at the deadline.
-    Hold acquire();
-    Hold try_acquire();
-    Hold try_acquire_until_steady(std::chrono::steady_clock::time_point deadline);
+    Hold acquire() override;
+    Hold try_acquire_until_steady(std::chrono::steady_clock::time_point deadline) override;
 
     // True when the calling thread holds this lock in its own view and the hold is known lost
     // (renewal found it gone), or its lease ran out without a renewal, measured conservatively
     // on the client (a fixed lease, or a stalled or failing watchdog). No round trip.
-    bool lost() const;
-    // True when the calling thread holds it (or held it and has not unlocked a lost hold yet).
-    bool held_by_this_thread() const;
+    bool lost() const override;
     // The calling thread's reentrant count; 0 when it does not hold the lock.
-    int hold_count() const;
+    int hold_count() const override;
     // The fencing token of the calling thread's hold. REQUIRES: held (NotOwnerError otherwise).
-    FenceToken fence_token() const;
+    FenceToken fence_token() const override;
 
-    const std::string& name() const noexcept { return keys_.name(); }
+    const std::string& name() const noexcept override { return keys_.name(); }
     const LockKeys& keys() const noexcept { return keys_; }
     const MutexOptions& options() const noexcept { return options_; }
 
+protected:
+    void unlock_as(UnlockMode mode) override;
+
 private:
-    bool try_lock_until_steady(std::chrono::steady_clock::time_point deadline);
     RedisLockClient::Impl& impl() const noexcept { return *impl_; }
     std::shared_ptr<RedisLockClient::Impl> impl_;
     LockKeys keys_;
     MutexOptions options_;
-    // Keys, channel and policy of this lock, built once (locks/src/redis_mutex.cpp); a hold
-    // shares it with the client's watchdog.
+    // Keys, channel and policy of this lock, built once (locks/redis/src/redis_mutex.cpp); a
+    // hold shares it with the client's watchdog.
     std::shared_ptr<const LockSide> side_;
 };
 

@@ -1,4 +1,5 @@
-// RedisReadWriteLock: many readers or one writer, across processes. Meets the standard
+// RedisReadWriteLock: many readers or one writer, across processes: the `redis` backend's
+// DistributedReadWriteLock (RedisLockService::make_read_write_lock returns one). Meets the standard
 // TimedLockable (write side: lock, try_lock, try_lock_for/until, unlock) and SharedTimedLockable
 // (read side: lock_shared, try_lock_shared, try_lock_shared_for/until, unlock_shared)
 // requirements, so std::unique_lock / std::scoped_lock take it for writing and std::shared_lock
@@ -39,95 +40,70 @@
 #include <optional>
 #include <string>
 
+#include "lockstep/locks/distributed_read_write_lock.h"
 #include "lockstep/locks/lock_client.h"
 #include "lockstep/locks/lock_errors.h"
+#include "lockstep/locks/lock_options.h"
 #include "lockstep/locks/redis_mutex.h"
 
 namespace lockstep {
 
 class LockSide;
 
-struct ReadWriteLockOptions {
-    // Lease of each hold, read or write; renewed every lease/3 unless `renew` is false.
-    std::chrono::milliseconds lease{30000};
-    bool renew = true;
-    // lock() / lock_shared() give up with TimeoutError after this long; unset: wait indefinitely.
-    std::optional<std::chrono::milliseconds> max_wait;
-    std::function<void(const LockLoss&)> on_lost;
-    // A cap on every hold (LockOptions::max_hold, docs/holds.md); unset: none.
-    std::optional<std::chrono::milliseconds> max_hold;
-};
+// A RedisReadWriteLock's options are the neutral LockOptions (lock_options.h); the name stays
+// for code written against it.
+using ReadWriteLockOptions = LockOptions;
 
-class RedisReadWriteLock {
+class RedisReadWriteLock final : public DistributedReadWriteLock {
 public:
     RedisReadWriteLock(RedisLockClient& client, std::string name, ReadWriteLockOptions options = {});
-    ~RedisReadWriteLock();
+    ~RedisReadWriteLock() override;
     RedisReadWriteLock(const RedisReadWriteLock&) = delete;
     RedisReadWriteLock& operator=(const RedisReadWriteLock&) = delete;
 
     // Write side. LockUpgradeError when the calling thread holds only the read side.
-    void lock();
-    bool try_lock();
-    template <class Rep, class Period>
-    bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-        return try_lock_until_steady(false, steady_in(timeout));
-    }
-    template <class Clock, class Duration>
-    bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-        return try_lock_until_steady(false, steady_in(deadline - Clock::now()));
-    }
-    // Never throws for a lost hold or a failed release (reported instead); NotOwnerError if
-    // this thread does not hold the write side.
-    void unlock();
-    // unlock(), then LockLostError if the write hold was lost (or the Redis error).
-    void unlock_checked();
+    // unlock() never throws for a lost hold or a failed release (reported instead);
+    // NotOwnerError if this thread does not hold the write side. unlock_checked(): then
+    // LockLostError if the write hold was lost (or the Redis error). The same for the read side's
+    // unlock_shared() and unlock_shared_checked() (DistributedReadWriteLock).
+    void lock() override;
+    bool try_lock() override;
+    bool try_lock_until_steady(std::chrono::steady_clock::time_point deadline) override;
 
     // Read side.
-    void lock_shared();
-    bool try_lock_shared();
-    template <class Rep, class Period>
-    bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& timeout) {
-        return try_lock_until_steady(true, steady_in(timeout));
-    }
-    template <class Clock, class Duration>
-    bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-        return try_lock_until_steady(true, steady_in(deadline - Clock::now()));
-    }
-    void unlock_shared();
-    void unlock_shared_checked();
+    void lock_shared() override;
+    bool try_lock_shared() override;
+    bool try_lock_shared_until_steady(std::chrono::steady_clock::time_point deadline) override;
 
     // Movable holds (lockstep/locks/hold.h, docs/holds.md): an owner of their own, never a
     // re-entry, upgrade or downgrade of a thread's hold. acquire*() wait until max_wait
     // (TimeoutError); try_acquire*() return an empty Hold when busy or at the deadline.
-    Hold acquire();
-    Hold try_acquire();
-    Hold try_acquire_until_steady(std::chrono::steady_clock::time_point deadline);
-    Hold acquire_shared();
-    Hold try_acquire_shared();
-    Hold try_acquire_shared_until_steady(std::chrono::steady_clock::time_point deadline);
+    Hold acquire() override;
+    Hold try_acquire_until_steady(std::chrono::steady_clock::time_point deadline) override;
+    Hold acquire_shared() override;
+    Hold try_acquire_shared_until_steady(std::chrono::steady_clock::time_point deadline) override;
 
     // Either side of the calling thread's holds is known lost.
-    bool lost() const;
-    int write_hold_count() const;
-    int read_hold_count() const;
+    bool lost() const override;
+    int write_hold_count() const override;
+    int read_hold_count() const override;
     // Token of the calling thread's write hold. REQUIRES: it holds the write side.
-    FenceToken fence_token() const;
+    FenceToken fence_token() const override;
 
-    const std::string& name() const noexcept { return keys_.name(); }
+    const std::string& name() const noexcept override { return keys_.name(); }
     const LockKeys& keys() const noexcept { return keys_; }
 
+protected:
+    void unlock_as(UnlockMode mode) override;
+    void unlock_shared_as(UnlockMode mode) override;
+
 private:
-    template <class D>
-    static std::chrono::steady_clock::time_point steady_in(D d) {
-        return detail::steady_deadline_after(d);
-    }
-    bool try_lock_until_steady(bool shared, std::chrono::steady_clock::time_point deadline);
     void check_upgrade() const;
     RedisLockClient::Impl& impl() const noexcept { return *impl_; }
     std::shared_ptr<RedisLockClient::Impl> impl_;
     LockKeys keys_;
     ReadWriteLockOptions options_;
-    // The two sides, built once (locks/src/redis_read_write_lock.cpp).
+    // The two sides, built once (locks/redis/src/redis_read_write_lock.cpp).
     std::shared_ptr<const LockSide> read_side_, write_side_;
 };
 

@@ -1,5 +1,6 @@
-// The watchdog scheduler alone (locks/src/renewal_scheduler.h, used by Redlock and the fair Redis
-// mutex), without a server: it sleeps until the time its pass returned, a hold due earlier wakes
+// The hold timer alone (locks/src/hold_timer.h: the watchdogs of Redlock, the fair Redis mutex
+// and the Redis client, and the expiry threads of the Redis client and the hold table), without
+// a server: it sleeps until the time its pass returned, a hold due earlier wakes
 // it at once, a hold due later costs no wake-up, a poke runs a pass, and stop() ends it. The
 // scheduler is built with a long maximum sleep, so no pass runs unless the case under test
 // causes it.
@@ -9,14 +10,14 @@
 #include <chrono>
 #include <thread>
 
-#include "../../locks/src/renewal_scheduler.h"
+#include "../../locks/src/hold_timer.h"
 #include "eventually.h"
 
 namespace lockstep {
 namespace {
 
 using namespace std::chrono_literals;
-using locks_detail::RenewalScheduler;
+using locks_detail::HoldTimer;
 using locks_detail::SteadyClock;
 using locks_detail::SteadyTime;
 using test::eventually;
@@ -25,7 +26,7 @@ using test::eventually;
 struct CountingPass {
     std::atomic<int> runs{0};
     std::atomic<SteadyTime> next{SteadyTime::max()};
-    RenewalScheduler::Pass pass() {
+    HoldTimer::Pass pass() {
         return [this] {
             runs.fetch_add(1);
             return next.load();
@@ -33,11 +34,11 @@ struct CountingPass {
     }
 };
 
-TEST(RenewalSchedulerTest, TheFirstPassRunsAtOnceAndTheNextWhenItSaidItWouldBeDue) {
+TEST(HoldTimerTest, TheFirstPassRunsAtOnceAndTheNextWhenItSaidItWouldBeDue) {
     CountingPass p;
     const auto started = SteadyClock::now();
     p.next = started + 50ms;
-    RenewalScheduler s(60s);
+    HoldTimer s(60s);
     s.start(p.pass());
     ASSERT_TRUE(eventually([&] { return p.runs.load() >= 1; }, 10s));
     p.next = SteadyTime::max();
@@ -46,9 +47,9 @@ TEST(RenewalSchedulerTest, TheFirstPassRunsAtOnceAndTheNextWhenItSaidItWouldBeDu
     s.stop();
 }
 
-TEST(RenewalSchedulerTest, AHoldDueBeforeThePlannedWakeUpWakesItAndALaterOneDoesNot) {
+TEST(HoldTimerTest, AHoldDueBeforeThePlannedWakeUpWakesItAndALaterOneDoesNot) {
     CountingPass p;
-    RenewalScheduler s(60s);
+    HoldTimer s(60s);
     s.start(p.pass());
     // After the first pass it sleeps: planned for 60 s (the pass said "never").
     ASSERT_TRUE(eventually([&] { return s.passes() == 1; }, 10s));
@@ -63,10 +64,10 @@ TEST(RenewalSchedulerTest, AHoldDueBeforeThePlannedWakeUpWakesItAndALaterOneDoes
 // A hold registered while a pass runs may have been missed by that pass (it took its snapshot of
 // the holds before): one more pass runs right after, whatever the hold's due time. Forced: the
 // first pass is held until the hold was added.
-TEST(RenewalSchedulerTest, AHoldAddedDuringAPassGetsAnotherPassAtOnce) {
+TEST(HoldTimerTest, AHoldAddedDuringAPassGetsAnotherPassAtOnce) {
     std::atomic<int> runs{0};
     std::atomic<bool> in_pass{false}, go{false};
-    RenewalScheduler s(60s);
+    HoldTimer s(60s);
     s.start([&] {
         if (runs.fetch_add(1) == 0) {
             in_pass = true;
@@ -81,9 +82,9 @@ TEST(RenewalSchedulerTest, AHoldAddedDuringAPassGetsAnotherPassAtOnce) {
     s.stop();
 }
 
-TEST(RenewalSchedulerTest, APokeRunsAPassAndStopEndsTheThread) {
+TEST(HoldTimerTest, APokeRunsAPassAndStopEndsTheThread) {
     CountingPass p;
-    RenewalScheduler s(60s);
+    HoldTimer s(60s);
     s.start(p.pass());
     ASSERT_TRUE(eventually([&] { return s.passes() == 1; }, 10s));
     s.poke();
@@ -95,6 +96,41 @@ TEST(RenewalSchedulerTest, APokeRunsAPassAndStopEndsTheThread) {
     std::this_thread::sleep_for(50ms);
     EXPECT_EQ(p.runs.load(), after_stop) << "a pass ran after stop()";
     s.stop();  // idempotent
+}
+
+// The hold table's and the Redis client's timers start lazily and never wake on a period: a
+// service whose holds have no due time (the in-memory backend) or that never holds runs no
+// thread, and one with no hold due sleeps until woken.
+TEST(HoldTimerTest, ALazyTimerRunsNoPassUntilAHoldIsAddedAndThenOnlyWhenDue) {
+    CountingPass p;
+    HoldTimer s(HoldTimer::kNoMaxSleep);
+    s.start_lazily(p.pass());
+    s.hold_added(SteadyTime::max());  // a hold with no due time starts nothing
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(p.runs.load(), 0) << "a lazy timer ran a pass before any hold was due";
+    const auto added = SteadyClock::now();
+    p.next = added + 50ms;
+    s.hold_added(added + 50ms);  // starts the thread: its first pass runs at once
+    ASSERT_TRUE(eventually([&] { return p.runs.load() >= 1; }, 10s));
+    p.next = SteadyTime::max();
+    ASSERT_TRUE(eventually([&] { return p.runs.load() >= 2; }, 10s)) << "the pass due after 50 ms never ran";
+    EXPECT_GE(SteadyClock::now() - added, 50ms);
+    std::this_thread::sleep_for(100ms);  // no period: nothing is due, nothing runs
+    EXPECT_EQ(p.runs.load(), 2) << "a timer without a maximum sleep woke with nothing due";
+    s.stop();
+    s.hold_added(SteadyClock::now());
+    s.poke();
+    EXPECT_EQ(s.passes(), 2u) << "a stopped timer started again";
+}
+
+TEST(HoldTimerTest, ALazyTimerStoppedBeforeItsFirstHoldNeverStarts) {
+    CountingPass p;
+    HoldTimer s(HoldTimer::kNoMaxSleep);
+    s.start_lazily(p.pass());
+    s.stop();
+    s.hold_added(SteadyClock::now());
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(p.runs.load(), 0);
 }
 
 }  // namespace
