@@ -68,7 +68,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::map<
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    const int rc = ::posix_spawn(&pid_, executable.c_str(), &actions, nullptr, argp.data(), envp.data());
+    // posix_spawnp: a name with a '/' is used as it is, one without is looked up on PATH.
+    const int rc = ::posix_spawnp(&pid_, executable.c_str(), &actions, nullptr, argp.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     ::close(in[0]);
     ::close(out[1]);

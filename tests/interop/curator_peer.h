@@ -1,17 +1,17 @@
 // CuratorPeer: a Java process (CuratorPeer.java) that takes one lock with Apache Curator's
-// recipes, driven over its stdin/stdout, so a test can interleave it with lockstep's ZooKeeper
-// locks step by step. The Java source is compiled once per test binary into a temp dir (javac
-// and the Debian Curator jars: scripts/install-deps --tests); a missing JDK or jar is a skip
-// reason (available()), never a silent pass.
+// recipes, driven over its stdin/stdout (a lockstep::testing::ChildProcess running `java`), so a
+// test can interleave it with lockstep's ZooKeeper locks step by step. The Java source is compiled
+// once per test binary into a temp dir (javac and the Debian Curator jars: scripts/install-deps
+// --tests); a missing JDK or jar is a skip reason (available()), never a silent pass.
 //
 // Thread safety: one thread drives a peer.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <optional>
 #include <string>
+
+#include "lockstep/servers/child_process.h"
 
 namespace lockstep::test {
 
@@ -27,6 +27,7 @@ public:
     CuratorPeer(const CuratorPeer&) = delete;
     CuratorPeer& operator=(const CuratorPeer&) = delete;
 
+    // Writes a command line; a peer that is gone (killed) ignores it, and the next read says so.
     void send(const std::string& command);
     // The next line the peer prints, or nullopt when none comes within `timeout`.
     std::optional<std::string> next_line(std::chrono::milliseconds timeout = std::chrono::seconds(20));
@@ -36,10 +37,7 @@ public:
     void kill();
 
 private:
-    pid_t pid_ = -1;
-    int to_child_ = -1;
-    int from_child_ = -1;
-    std::string buffer_;
+    lockstep::testing::ChildProcess java_;
 };
 
 }  // namespace lockstep::test

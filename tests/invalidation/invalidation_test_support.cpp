@@ -1,24 +1,16 @@
 #include "invalidation_test_support.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "lockstep/core/uri.h"
 #include "lockstep/servers/demo_schema.h"
-
-extern char** environ;
 
 namespace lockstep::test {
 
@@ -82,15 +74,8 @@ void mariadb_client(const std::string& sql) {
     std::vector<std::string> args = {"mariadb", "--no-defaults", "-h", o.host, "-P", std::to_string(o.port), "-u", o.user,
                                      "-D", o.database, "-e", sql};
     if (!o.password.empty()) args.push_back("-p" + o.password);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    int rc = ::posix_spawnp(&pid, "mariadb", nullptr, nullptr, argv.data(), environ);
-    if (rc != 0) throw std::runtime_error(std::string("posix_spawnp mariadb: ") + std::strerror(rc));
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("mariadb client failed: " + sql);
+    lockstep::testing::ChildProcess client(args, {}, "mariadb");
+    if (client.wait() != 0) throw std::runtime_error("mariadb client failed: " + sql);
 }
 
 std::optional<std::chrono::microseconds> time_until_gone(const std::string& key, std::chrono::milliseconds timeout) {
@@ -127,89 +112,35 @@ BinlogInvalidatorOptions follower_options(const std::string& name) {
     return o;
 }
 
-Child::Child(const std::string& role, const std::map<std::string, std::string>& env) {
-    std::vector<std::string> vars;
-    vars.push_back("LOCKSTEP_INVALIDATION_CHILD=" + role);
-    vars.push_back("LOCKSTEP_INVALIDATION_REDIS=" + to_url(servers().redis_options()));
-    vars.push_back("LOCKSTEP_INVALIDATION_MYSQL=" + to_url(servers().mysql_options()));
-    for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
-    spawn("/proc/self/exe", {"/proc/self/exe"}, std::move(vars));
+namespace {
+
+std::map<std::string, std::string> child_env(const std::string& role,
+                                             const std::map<std::string, std::string>& env) {
+    std::map<std::string, std::string> all = {
+        {"LOCKSTEP_INVALIDATION_CHILD", role},
+        {"LOCKSTEP_INVALIDATION_REDIS", to_url(servers().redis_options())},
+        {"LOCKSTEP_INVALIDATION_MYSQL", to_url(servers().mysql_options())}};
+    for (const auto& [name, value] : env) all[name] = value;
+    return all;
 }
 
-Child::Child(const std::vector<std::string>& argv) { spawn(argv.at(0), argv, {}); }
+}  // namespace
 
-void Child::spawn(const std::string& path, std::vector<std::string> args, std::vector<std::string> extra_env) {
-    std::vector<std::string> vars;
-    for (char** e = environ; *e != nullptr; ++e) vars.emplace_back(*e);
-    for (auto& v : extra_env) vars.push_back(std::move(v));
-    std::vector<char*> envp;
-    for (auto& v : vars) envp.push_back(v.data());
-    envp.push_back(nullptr);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    int rc = ::posix_spawn(&pid_, path.c_str(), &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    if (rc != 0) {
-        ::close(fds[0]);
-        throw std::runtime_error("posix_spawn " + path + ": " + std::strerror(rc));
-    }
-    out_ = fds[0];
+Child::Child(const std::string& role, const std::map<std::string, std::string>& env)
+    : ChildProcess({"invalidation-child"}, child_env(role, env)) {}
+
+Child::Child(const std::vector<std::string>& argv) : ChildProcess(argv, {}, argv.at(0)) {}
+
+void Child::kill_now() {
+    signal(SIGKILL);
+    wait();
 }
 
 int Child::terminate(std::chrono::milliseconds timeout) {
-    if (reaped_ || pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            kill_now();
-            return -1;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    reaped_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-Child::~Child() {
+    signal(SIGTERM);
+    if (auto code = wait_for(timeout)) return *code;
     kill_now();
-    if (out_ >= 0) ::close(out_);
-}
-
-void Child::kill_now() {
-    if (!reaped_ && pid_ > 0) {
-        ::kill(pid_, SIGKILL);
-        int status = 0;
-        ::waitpid(pid_, &status, 0);
-        reaped_ = true;
-    }
-}
-
-std::optional<std::string> Child::expect(const std::string& prefix, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-        for (auto nl = buffer_.find('\n'); nl != std::string::npos; nl = buffer_.find('\n')) {
-            std::string line = buffer_.substr(0, nl);
-            buffer_.erase(0, nl + 1);
-            if (line.rfind(prefix, 0) == 0) return line;
-        }
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) return std::nullopt;
-        pollfd p{out_, POLLIN, 0};
-        if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-        char buf[4096];
-        ssize_t n = ::read(out_, buf, sizeof buf);
-        if (n <= 0) return std::nullopt;
-        buffer_.append(buf, static_cast<std::size_t>(n));
-    }
+    return -1;
 }
 
 }  // namespace lockstep::test

@@ -16,6 +16,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/db/mysql_pool.h"
 #include "lockstep/invalidation/binlog_invalidator.h"
+#include "lockstep/servers/child_process.h"
 #include "lockstep/strategies/cached_repository.h"
 #include "eventually.h"  // eventually(...): for metrics bumped just after the effect a test observed
 #include "test_servers.h"
@@ -49,28 +50,19 @@ std::optional<std::chrono::microseconds> time_until_gone(const std::string& key,
 InvalidationMap products_map(const std::string& prefix);
 BinlogInvalidatorOptions follower_options(const std::string& name);
 
-// This test binary re-run as a child with LOCKSTEP_INVALIDATION_CHILD=<role> (child_roles.cpp).
-class Child {
+// This test binary re-run as a child with LOCKSTEP_INVALIDATION_CHILD=<role> (child_roles.cpp),
+// or another program; one thread uses a Child at a time (lockstep::testing::ChildProcess).
+class Child : public lockstep::testing::ChildProcess {
 public:
+    // This binary as `role`, with the Redis/MySQL URLs (LOCKSTEP_INVALIDATION_REDIS, _MYSQL) and
+    // then `env` added to the environment.
     Child(const std::string& role, const std::map<std::string, std::string>& env);
-    // Runs another program (argv[0] a path) with this process's environment, stdout piped.
+    // Runs another program (argv[0] a path) with this process's environment.
     explicit Child(const std::vector<std::string>& argv);
-    ~Child();  // SIGKILLs it if still running, and reaps it
-    Child(const Child&) = delete;
-    Child& operator=(const Child&) = delete;
-    // The next stdout line starting with `prefix`, or nullopt at EOF / timeout.
-    std::optional<std::string> expect(const std::string& prefix, std::chrono::milliseconds timeout);
     void kill_now();  // SIGKILL and reap
-    // SIGTERM, then waits up to `timeout` for it to exit; its exit code, or -1 (then SIGKILLed).
+    // SIGTERM, then waits up to `timeout` for it to exit: its exit code (128 + the signal when one
+    // ended it), or -1 when it did not exit in time (then it is SIGKILLed and reaped).
     int terminate(std::chrono::milliseconds timeout);
-    int pid() const noexcept { return pid_; }
-
-private:
-    void spawn(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env);
-    int pid_ = -1;
-    int out_ = -1;
-    bool reaped_ = false;
-    std::string buffer_;
 };
 
 }  // namespace lockstep::test

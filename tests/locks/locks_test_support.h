@@ -6,16 +6,13 @@
 // on stdin/stdout. It never shares a connection with the parent.
 #pragma once
 
-#include <sys/types.h>
-
-#include <chrono>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/locks/lock_client.h"
+#include "lockstep/servers/child_process.h"
 
 namespace lockstep::test {
 
@@ -30,31 +27,12 @@ struct LockProcess {
     std::unique_ptr<RedisLockClient> locks;
 };
 
-class Child {
+// This test binary re-executed as `role` (LOCKSTEP_LOCKS_CHILD) with `env` added to the
+// environment, after the Redis/MySQL URLs (LOCKSTEP_LOCKS_REDIS, LOCKSTEP_LOCKS_MYSQL) that `env`
+// may replace. One thread uses a Child at a time (lockstep::testing::ChildProcess).
+class Child : public lockstep::testing::ChildProcess {
 public:
-    // Starts this binary as `role` with `env` added to the environment (plus the Redis/MySQL URLs).
     Child(const std::string& role, const std::map<std::string, std::string>& env);
-    ~Child();  // SIGKILLs it if still running, and reaps it
-    Child(const Child&) = delete;
-    Child& operator=(const Child&) = delete;
-
-    // The next line the child printed (without '\n'), or nullopt on timeout / EOF.
-    std::optional<std::string> read_line(std::chrono::milliseconds timeout);
-    // Reads lines until one starts with `prefix`; returns it (nullopt on timeout).
-    std::optional<std::string> expect(const std::string& prefix, std::chrono::milliseconds timeout);
-    void send(const std::string& line);
-    void signal(int sig);
-    // Waits for exit; returns the exit code, or 128 + signal.
-    int wait();
-    pid_t pid() const { return pid_; }
-
-private:
-    pid_t pid_ = -1;
-    int in_ = -1;   // child's stdin (we write)
-    int out_ = -1;  // child's stdout (we read)
-    std::string buffer_;
-    bool reaped_ = false;
-    int status_ = 0;
 };
 
 }  // namespace lockstep::test

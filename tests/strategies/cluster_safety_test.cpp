@@ -10,10 +10,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -22,8 +19,6 @@
 #include <thread>
 
 #include "strategies_test_support.h"
-
-extern char** environ;
 
 namespace lockstep::test {
 namespace {
@@ -141,7 +136,7 @@ public:
         // A free port can be taken by someone else before redis-server binds it: try a few.
         for (int attempt = 0; attempt < 5 && !start(); ++attempt) {
         }
-        if (pid_ <= 0) {
+        if (!server_) {
             auto log = log_tail();
             std::filesystem::remove_all(dir_);
             throw std::runtime_error("cluster-mode redis-server did not come up: " + log);
@@ -168,18 +163,16 @@ private:
                                          dir_ + "/nodes-" + std::to_string(port_) + ".conf", "--dir", dir_, "--save",
                                          "", "--appendonly", "no", "--protected-mode", "no", "--logfile",
                                          dir_ + "/redis.log"};
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        if (::posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
-            pid_ = -1;
+        try {
+            server_ = std::make_unique<lockstep::testing::ChildProcess>(
+                args, std::map<std::string, std::string>{}, "redis-server");
+        } catch (const Error&) {
             return false;
         }
         auto deadline = std::chrono::steady_clock::now() + 20s;
         while (std::chrono::steady_clock::now() < deadline) {
-            int status = 0;
-            if (::waitpid(pid_, &status, WNOHANG) == pid_) {  // it exited (port taken?)
-                pid_ = -1;
+            if (server_->wait_for(0ms)) {  // it exited (port taken?)
+                server_.reset();
                 return false;
             }
             try {
@@ -199,13 +192,7 @@ private:
         stop();
         return false;
     }
-    void stop() {
-        if (pid_ <= 0) return;
-        ::kill(pid_, SIGKILL);
-        int status = 0;
-        ::waitpid(pid_, &status, 0);
-        pid_ = -1;
-    }
+    void stop() { server_.reset(); }  // SIGKILLs and reaps it
     std::string log_tail() const {
         std::ifstream in(dir_ + "/redis.log");
         std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -225,7 +212,7 @@ private:
     }
     std::string dir_;
     int port_ = 0;
-    pid_t pid_ = -1;
+    std::unique_ptr<lockstep::testing::ChildProcess> server_;  // the redis-server; null when none runs
 };
 
 TEST(ClusterSafetyTest, EveryStrategyAndLockModeRunsOnARedisClusterNode) {

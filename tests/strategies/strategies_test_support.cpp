@@ -1,19 +1,8 @@
 #include "strategies_test_support.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include "lockstep/core/uri.h"
 #include "lockstep/servers/demo_schema.h"
 #include "test_servers.h"
-
-extern char** environ;
 
 namespace lockstep::test {
 
@@ -226,68 +215,21 @@ fault::Arming arm_for_this_thread(std::string_view point, const fault::Gate& gat
 
 // ---- Child ---------------------------------------------------------------------------------
 
-Child::Child(const std::string& role, const std::map<std::string, std::string>& env) {
-    std::vector<std::string> vars;
-    for (char** e = environ; *e != nullptr; ++e) vars.emplace_back(*e);
-    vars.push_back("LOCKSTEP_STRATEGIES_CHILD=" + role);
-    vars.push_back("LOCKSTEP_STRATEGIES_REDIS=" + to_url(strategies_redis_options()));
-    vars.push_back("LOCKSTEP_STRATEGIES_MYSQL=" + to_url(strategies_mysql_options()));
-    for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& v : vars) envp.push_back(v.data());
-    envp.push_back(nullptr);
+namespace {
 
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    std::string exe = "/proc/self/exe";
-    char* argv[] = {exe.data(), nullptr};
-    int rc = ::posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    if (rc != 0) {
-        ::close(fds[0]);
-        throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
-    }
-    out_ = fds[0];
+std::map<std::string, std::string> child_env(const std::string& role,
+                                             const std::map<std::string, std::string>& env) {
+    std::map<std::string, std::string> all = {
+        {"LOCKSTEP_STRATEGIES_CHILD", role},
+        {"LOCKSTEP_STRATEGIES_REDIS", to_url(strategies_redis_options())},
+        {"LOCKSTEP_STRATEGIES_MYSQL", to_url(strategies_mysql_options())}};
+    for (const auto& [name, value] : env) all[name] = value;
+    return all;
 }
 
-Child::~Child() {
-    if (!reaped_ && pid_ > 0) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &status_, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-}
+}  // namespace
 
-std::optional<std::string> Child::expect(const std::string& prefix, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-        for (auto nl = buffer_.find('\n'); nl != std::string::npos; nl = buffer_.find('\n')) {
-            std::string line = buffer_.substr(0, nl);
-            buffer_.erase(0, nl + 1);
-            if (line.rfind(prefix, 0) == 0) return line;
-        }
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) return std::nullopt;
-        pollfd p{out_, POLLIN, 0};
-        if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-        char buf[4096];
-        ssize_t n = ::read(out_, buf, sizeof buf);
-        if (n <= 0) return std::nullopt;
-        buffer_.append(buf, static_cast<std::size_t>(n));
-    }
-}
-
-int Child::wait() {
-    if (!reaped_) {
-        ::waitpid(pid_, &status_, 0);
-        reaped_ = true;
-    }
-    if (WIFEXITED(status_)) return WEXITSTATUS(status_);
-    return 128 + WTERMSIG(status_);
-}
+Child::Child(const std::string& role, const std::map<std::string, std::string>& env)
+    : ChildProcess({"strategies-child"}, child_env(role, env)) {}
 
 }  // namespace lockstep::test

@@ -28,6 +28,7 @@
 #include "lockstep/db/db.h"
 #include "lockstep/locks/lock_client.h"
 #include "lockstep/locks/redis_lock_service.h"
+#include "lockstep/servers/child_process.h"
 #include "lockstep/strategies/strategies.h"
 
 namespace lockstep::test {
@@ -129,25 +130,12 @@ LockMode lock_mode_named(const std::string& name);
 
 // --- child processes --------------------------------------------------------------------------
 
-// This binary re-executed as `role`, with `env` added (and the servers' URLs). Its stdout is a
-// pipe the parent reads lines from.
-class Child {
+// This binary re-executed as `role` (LOCKSTEP_STRATEGIES_CHILD), with the servers' URLs
+// (LOCKSTEP_STRATEGIES_REDIS, _MYSQL) and then `env` added. The parent reads its stdout in lines;
+// one thread uses a Child at a time (lockstep::testing::ChildProcess).
+class Child : public lockstep::testing::ChildProcess {
 public:
     Child(const std::string& role, const std::map<std::string, std::string>& env);
-    ~Child();  // SIGKILLs it if still running, and reaps it
-    Child(const Child&) = delete;
-    Child& operator=(const Child&) = delete;
-
-    // Reads lines until one starts with `prefix`; returns it (nullopt on timeout or EOF).
-    std::optional<std::string> expect(const std::string& prefix, std::chrono::milliseconds timeout);
-    int wait();  // exit code, or 128 + signal
-
-private:
-    pid_t pid_ = -1;
-    int out_ = -1;
-    std::string buffer_;
-    bool reaped_ = false;
-    int status_ = 0;
 };
 
 }  // namespace lockstep::test

@@ -13,7 +13,7 @@
 // child said it is done): reads return nullopt on timeout and on EOF, and writing to a child
 // that has closed its stdin throws lockstep::Error instead of raising SIGPIPE. The destructor
 // SIGKILLs the child (SIGCONT too, in case it is stopped) unless it was reaped, and reaps it.
-// POSIX only (posix_spawn; the pipes are close-on-exec, so no other child inherits them).
+// POSIX only (posix_spawnp; the pipes are close-on-exec, so no other child inherits them).
 //
 // Thread safety: one ChildProcess is used by one thread at a time; separate ChildProcess objects
 // may be used from different threads at once.
@@ -32,8 +32,9 @@ namespace lockstep::testing {
 class ChildProcess {
 public:
     // Starts `executable` with `argv` (argv[0] included) and this process's environment, with
-    // each of `env` set (replacing a variable of the same name). Throws lockstep::Error when the
-    // pipes or the process cannot be created.
+    // each of `env` set (replacing a variable of the same name). An `executable` without a '/'
+    // ("java", "redis-server") is looked up on PATH. Throws lockstep::Error when the pipes or the
+    // process cannot be created (or no such executable exists).
     explicit ChildProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
                           const std::string& executable = "/proc/self/exe");
     ~ChildProcess();
