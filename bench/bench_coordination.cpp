@@ -127,12 +127,14 @@ void register_job_slot(Environment& env, Plan& plan, const char* bench, const st
     plan.add(order, backend + ": job slot ÷ lock cycle", "≤ 1.2×", {bench}, [bench, commands, backend](const Results& r) {
         const MedianRepetition m(r, bench, "job", "mutex");
         TableRow row = paired_latency_row(m, "job", "mutex", 1.2, "run_once+release", "lock+unlock");
-        const std::string clock = backend == "redis" ? "TIME" : "SELECT UTC_TIMESTAMP(6)";
-        row.notes = "a fresh JobLock, empty job, release() right after it; the slot costs the lock cycle plus one "
-                    "read of the server clock (" + clock + ", before, to know the slot; it also bounds the "
-                    "server's time at the grant, so no second read unless the grant may fall across a slot "
-                    "boundary or at_least_for): 3 round trips against 2 (+" + micros(m.seconds("job") - m.seconds("mutex")) +
-                    " a slot)";
+        const std::string slot_from =
+            backend == "redis"
+                ? "the slot from the grant's own TIME, which the acquire script returns with the token "
+                  "(Hold::server_time_at_grant): 2 round trips against 2"
+                : "the slot from one read of the server clock after the grant (SELECT UTC_TIMESTAMP(6): "
+                  "GET_LOCK does not stamp its grant): 3 round trips against 2";
+        row.notes = "a fresh JobLock, empty job, release() right after it; " + slot_from + " (+" +
+                    micros(m.seconds("job") - m.seconds("mutex")) + " a slot)";
         if (!commands->empty()) row.notes += "; Redis commands " + *commands;
         return row;
     });

@@ -37,6 +37,14 @@ SteadyTime steady_at(SteadyTime anchor, SystemTime anchor_server, SystemTime ser
     return anchor + std::chrono::duration_cast<std::chrono::steady_clock::duration>(server - anchor_server);
 }
 
+// The latest the server's clock can read at `now` (this node's steady clock), given a stamp it
+// made after `sent`: the clocks' rates agree to 1%, 1 ms more for their resolutions.
+SystemTime latest_server_time(SystemTime stamp, SteadyTime sent, SteadyTime now) {
+    const auto elapsed = now - sent;
+    return stamp +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(elapsed + elapsed / 100 + 1ms);
+}
+
 }  // namespace
 
 std::string_view to_string(JobOutcome o) noexcept {
@@ -111,27 +119,6 @@ struct JobLock::LossTarget {
     std::weak_ptr<SlotHold> hold GUARDED_BY(mu);
 };
 
-namespace {
-
-// The server's time at the acquisition, from a read of it before and this node's steady clock.
-// The read's stamp was made between `read_sent` and `read_back`, the grant between `acq_sent`
-// and `acq_back`, so the server's clock advanced between them by at least acq_sent - read_back
-// and at most acq_back - read_sent (the clocks' rates agree to 1%; 1 ms more for the steady
-// clock's and the server's resolution).
-struct GrantBounds {
-    SystemTime earliest, latest;
-};
-
-GrantBounds grant_bounds(SystemTime read, SteadyTime read_sent, SteadyTime read_back, SteadyTime acq_sent,
-                         SteadyTime acq_back) {
-    const auto widest = acq_back - read_sent;
-    const auto margin = std::chrono::duration_cast<std::chrono::system_clock::duration>(1ms + widest / 100);
-    return {read + std::chrono::duration_cast<std::chrono::system_clock::duration>(acq_sent - read_back) - margin,
-            read + std::chrono::duration_cast<std::chrono::system_clock::duration>(widest) + margin};
-}
-
-}  // namespace
-
 JobLock::JobLock(LockService& service, std::string job, JobSchedule schedule, JobLockOptions options)
     : service_(service), job_(std::move(job)), schedule_(std::move(schedule)), options_(std::move(options)),
       loss_target_(std::make_shared<LossTarget>()) {
@@ -201,25 +188,42 @@ void JobLock::request_stop() {
 JobRun JobLock::run_once(const std::function<void(JobContext&)>& job) {
     MutexLock serial(run_mu_);
     std::optional<std::int64_t> last;
+    SystemTime last_stamp;
+    SteadyTime last_stamp_sent;
     {
         MutexLock g(mu_);
         last = last_slot_;
+        last_stamp = last_stamp_;
+        last_stamp_sent = last_stamp_sent_;
     }
-    const SteadyTime read_sent = std::chrono::steady_clock::now();
-    const SystemTime server_now = service_.server_time();
-    const SteadyTime read_back = std::chrono::steady_clock::now();
     const auto local_offset = [&](SystemTime server) {
         return std::chrono::duration_cast<std::chrono::milliseconds>(
             (options_.local_clock ? options_.local_clock() : std::chrono::system_clock::now()) - server);
     };
     JobRun r;
-    r.local_clock_offset = local_offset(server_now);
-    r.slot = schedule_.slot_at(server_now);
-    if (last && r.slot.index <= *last) {
-        // This node ran the slot already: no need to ask the lock (the common case of a timer
-        // that fires twice, or a loop that calls run_once more often than the slots change).
-        r.skip_reason = "this node already ran the slot";
-        return r;
+    std::optional<SystemTime> read_before;  // the server's clock, read before acquiring
+    if (last) {
+        // This node ran a slot: a timer that fires twice, or a loop that calls run_once more often
+        // than the slots change, skips it without asking the lock. The server's clock at the last
+        // run's start and this node's steady clock since tell it without a round trip while the
+        // latest the server's clock can read is still in that slot; else the clock is read.
+        const SteadyTime now = std::chrono::steady_clock::now();
+        const SystemTime latest = latest_server_time(last_stamp, last_stamp_sent, now);
+        if (schedule_.slot_at(latest).index <= *last) {
+            r.slot = schedule_.slot_at(latest);
+            const auto since =
+                std::chrono::duration_cast<std::chrono::system_clock::duration>(now - last_stamp_sent);
+            r.local_clock_offset = local_offset(last_stamp + since);
+            r.skip_reason = "this node already ran the slot";
+            return r;
+        }
+        read_before = service_.server_time();
+        r.local_clock_offset = local_offset(*read_before);
+        r.slot = schedule_.slot_at(*read_before);
+        if (r.slot.index <= *last) {
+            r.skip_reason = "this node already ran the slot";
+            return r;
+        }
     }
     await_last_hold();  // the last slot's hold ends at its own deadline, by this slot's start
     auto h = std::make_shared<SlotHold>();
@@ -242,47 +246,41 @@ JobRun JobLock::run_once(const std::function<void(JobContext&)>& job) {
     const SteadyTime acq_back = std::chrono::steady_clock::now();
     if (!held) {
         h->end_with(Hold{});
+        if (!read_before) {
+            // The slot skipped, for the report: the one the server's clock is in now.
+            const SystemTime now = service_.server_time();
+            r.local_clock_offset = local_offset(now);
+            r.slot = schedule_.slot_at(now);
+        }
         r.skip_reason = std::string(kRefused);
         return r;
     }
     SystemTime started, at_least, at_most;
-    SteadyTime anchor;
-    SystemTime anchor_server;
+    SteadyTime anchor, stamp_sent;
     try {
-        // The slot is the one the server's clock is in now that the lock is ours: a node that
-        // waited across a boundary runs the new slot, never the old one.
-        const GrantBounds grant = grant_bounds(server_now, read_sent, read_back, acq_sent, acq_back);
-        const JobSlot slot = schedule_.slot_at(grant.earliest);
-        const auto at_least_of = [&](const JobSlot& s) {
-            return options_.at_least_for ? s.start + *options_.at_least_for : s.end;
-        };
-        const SystemTime bound = at_least_of(slot);
-        const bool one_slot = schedule_.slot_at(grant.latest).index == slot.index;
-        const bool one_side = options_.run_record || grant.latest < bound || grant.earliest >= bound;
-        if (one_slot && one_side) {
-            // Deadlines through the first read: its stamp was made by read_back, so they err late.
-            r.slot = slot;
-            started = grant.earliest;
-            at_most = options_.at_most_for ? grant.latest + *options_.at_most_for : slot.end;
-            anchor = read_back;
-            anchor_server = server_now;
+        // The slot is the one the server's clock is in once the lock is ours: a node that waited
+        // across a boundary runs the new slot, never the old one. The backend's own stamp of the
+        // grant (Redis: TIME in the acquire script) costs nothing; else the clock is read now.
+        if (const auto granted = held.server_time_at_grant()) {
+            started = *granted;
+            stamp_sent = acq_sent;
+            anchor = acq_back;  // the stamp was made by then: deadlines err late, never early
         } else {
-            const SystemTime now = service_.server_time();
+            stamp_sent = std::chrono::steady_clock::now();
+            started = service_.server_time();
             anchor = std::chrono::steady_clock::now();  // after the reply: deadlines err late, never early
-            anchor_server = started = now;
-            r.local_clock_offset = local_offset(now);
-            r.slot = schedule_.slot_at(now);
-            // at_most_for counts from this acquisition (ShedLock's lockAtMostFor), so a node that
-            // takes over a slot whose holder died or overran gets the whole allowance.
-            at_most = options_.at_most_for ? now + *options_.at_most_for : r.slot.end;
         }
-        at_least = at_least_of(r.slot);
-        const SystemTime latest = one_slot && one_side ? grant.latest : started;
+        r.local_clock_offset = local_offset(started);
+        r.slot = schedule_.slot_at(started);
+        // at_most_for counts from this acquisition (ShedLock's lockAtMostFor), so a node that
+        // takes over a slot whose holder died or overran gets the whole allowance.
+        at_most = options_.at_most_for ? started + *options_.at_most_for : r.slot.end;
+        at_least = options_.at_least_for ? r.slot.start + *options_.at_least_for : r.slot.end;
         if (last && r.slot.index <= *last) {
             r.skip_reason = "this node already ran the slot";
         } else if (options_.run_record) {
             if (JobRunRecord::find(*options_.run_record, job_, r.slot.index)) r.skip_reason = "the slot has a run record";
-        } else if (latest >= at_least) {
+        } else if (started >= at_least) {
             // Someone may have run the slot and released it at at_least_for (O4): too late to tell.
             r.skip_reason = "too late: past at_least_for into the slot";
         }
@@ -295,6 +293,7 @@ JobRun JobLock::run_once(const std::function<void(JobContext&)>& job) {
         h->end_with(std::move(held));
         return r;
     }
+    const SystemTime anchor_server = started;
     const SteadyTime cap = steady_at(anchor, anchor_server, at_most);
     {
         MutexLock g(h->mu);
@@ -306,6 +305,8 @@ JobRun JobLock::run_once(const std::function<void(JobContext&)>& job) {
     {
         MutexLock g(mu_);
         last_slot_ = r.slot.index;
+        last_stamp_ = started;
+        last_stamp_sent_ = stamp_sent;
     }
     coordination_detail::JobHoldKeeper::instance().watch(h, cap);
     if (h->lost->load()) coordination_detail::JobHoldKeeper::instance().poke();  // lost before it was watched

@@ -46,6 +46,11 @@ bool Hold::lost() const { return held_ && held_->lost(); }
 
 std::stop_token Hold::stop_token() const noexcept { return held_ ? held_->stop_token() : std::stop_token(); }
 
+std::optional<std::chrono::system_clock::time_point> Hold::server_time_at_grant() const {
+    if (!held_) throw_empty("server_time_at_grant()");
+    return held_->server_time_at_grant();
+}
+
 const std::string& Hold::name() const {
     if (!held_) throw_empty("name()");
     return held_->name();

@@ -305,6 +305,61 @@ TEST_P(JobLockTest, NodesWhoseClocksDifferByTenSecondsAgreeOnTheSlot) {
     EXPECT_NEAR(static_cast<double>(rb.local_clock_offset.count()), -5000.0, 1000.0);
 }
 
+// The service a node uses, counting its reads of the server's clock (the round trips
+// LockService::server_time() costs); everything else is the real backend's.
+class ClockReadCounter final : public LockService {
+public:
+    explicit ClockReadCounter(LockService& real) : real_(real) {}
+    std::unique_ptr<DistributedMutex> make_mutex(std::string name, LockOptions options) override {
+        return real_.make_mutex(std::move(name), std::move(options));
+    }
+    std::unique_ptr<DistributedReadWriteLock> make_read_write_lock(std::string name, LockOptions options) override {
+        return real_.make_read_write_lock(std::move(name), std::move(options));
+    }
+    bool supports_read_write() const noexcept override { return real_.supports_read_write(); }
+    std::string_view backend() const noexcept override { return real_.backend(); }
+    std::chrono::system_clock::time_point server_time() override {
+        reads.fetch_add(1);
+        return real_.server_time();
+    }
+    std::atomic<int> reads{0};
+
+private:
+    LockService& real_;
+};
+
+// The slot comes from the grant's own stamp where the backend gives one (Redis): a run costs the
+// lock and no read of the server's clock; elsewhere one read, after the grant. A node that ran
+// the slot skips it again without a read while its steady clock says the slot cannot have ended.
+TEST_P(JobLockTest, ASlotIsRunAndSkippedAgainWithoutReadingTheServersClockWhenTheGrantIsStamped) {
+    const auto schedule = JobSchedule::every(2000ms);
+    ClockReadCounter counted(a());
+    JobLockOptions o;
+    o.boundary_wait = 100ms;
+    o.lock.lease = kTestLease;
+    JobLock lock(counted, "stamped", schedule, o);
+    bool stamped = false;
+    {
+        Hold probe = a().make_mutex("stamp-probe")->acquire();
+        stamped = probe.server_time_at_grant().has_value();
+    }
+    if (GetParam() == "redis") {
+        EXPECT_TRUE(stamped) << "the Redis acquire script returns its TIME";
+    }
+    await_slot_start(a(), schedule);
+    int runs = 0;
+    const JobRun first = lock.run_once([&](JobContext&) { ++runs; });
+    ASSERT_EQ(first.outcome, JobOutcome::Ran) << first.skip_reason;
+    EXPECT_EQ(counted.reads.load(), stamped ? 0 : 1);
+    const int after_first = counted.reads.load();
+    const JobRun again = lock.run_once([&](JobContext&) { ++runs; });
+    EXPECT_EQ(again.outcome, JobOutcome::Skipped);
+    EXPECT_EQ(again.skip_reason, "this node already ran the slot");
+    EXPECT_EQ(again.slot.index, first.slot.index);
+    EXPECT_EQ(counted.reads.load(), after_first) << "the second call asked the server what this node knew";
+    EXPECT_EQ(runs, 1);
+}
+
 // A node whose timer fires just before a slot's end while the job's lock is still held waits
 // (boundary_wait) and wins it after the boundary: it runs the new slot, the one the server's
 // clock is in at the acquisition, not the one its first clock read fell in.

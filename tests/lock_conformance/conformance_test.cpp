@@ -531,6 +531,38 @@ TYPED_TEST(LockConformance, AnEmptyHoldRefusesReleaseWithNotOwnerError) {
     EXPECT_THROW(moved.release(), NotOwnerError) << "a second release of the same Hold";
 }
 
+// A Hold's server_time_at_grant() is the lock server's clock at the grant: between a read of the
+// server's clock before the acquisition and one after. The Redis lock client's sides stamp it
+// (TIME in their acquire scripts); a backend that cannot leaves it unset. Empty: NotOwnerError.
+TYPED_TEST(LockConformance, AHoldsGrantTimeIsTheServersClockDuringItsAcquisition) {
+    auto s = this->open();
+    auto m = s->make_mutex("granted");
+    const auto before = s->server_time();
+    Hold h = m->acquire();
+    const auto after = s->server_time();
+    const auto granted = h.server_time_at_grant();
+    if (std::string_view(TypeParam::name) == "redis") {
+        ASSERT_TRUE(granted) << "the acquire script returns its TIME";
+    }
+    if (granted) {
+        EXPECT_GE(*granted, before);
+        EXPECT_LE(*granted, after);
+    }
+    h.release();
+    EXPECT_THROW((void)h.server_time_at_grant(), NotOwnerError);
+    if (std::string_view(TypeParam::name) != "redis") return;
+    auto rw = s->make_read_write_lock("granted-rw");
+    for (const bool write : {true, false}) {
+        const auto rw_before = s->server_time();
+        Hold side = write ? rw->acquire() : rw->acquire_shared();
+        const auto rw_after = s->server_time();
+        const auto stamp = side.server_time_at_grant();
+        ASSERT_TRUE(stamp) << (write ? "write" : "read") << " side";
+        EXPECT_GE(*stamp, rw_before);
+        EXPECT_LE(*stamp, rw_after);
+    }
+}
+
 // Reentrancy: a Hold is never re-entered. Every acquisition is a new owner with a new token; a
 // thread's lock() and a Hold of the same name exclude each other both ways.
 TYPED_TEST(LockConformance, AHoldIsNeverReentrantAndItsTokensIncrease) {

@@ -46,6 +46,8 @@ struct AttemptResult {
     long long value = 0;
     // Busy, for a queued waiter: its arrival score, to pass back on later tries.
     std::string queue_score;
+    // Acquired: the server's clock at the grant (TIME in the script), µs since 1970; 0: not sent.
+    long long granted_at_us = 0;
 };
 
 // What a waiting acquirer tells the acquire script.
@@ -147,6 +149,7 @@ struct RedisHold {
     // Guarded by Impl::mutex.
     int count = 0;
     FenceToken token = 0;
+    long long granted_at_us = 0;  // the server's clock at the grant (µs since 1970); 0: unknown
     SteadyTime valid_until;  // conservative: measured from before the acquire/renewal was sent
     SteadyTime next_check;   // watchdog: next renewal (renew) or the lease end (fixed lease)
     SteadyTime cap = SteadyTime::max();  // max_hold: the watchdog ends the hold then
@@ -200,7 +203,7 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
                    bool& seized);
     bool acquire_fresh(Acquisition& a, std::optional<SteadyTime> deadline);
     bool try_fresh(Acquisition& a, const WaitTicket* ticket, AttemptResult& out);
-    void register_hold(Acquisition& a, SteadyTime sent, FenceToken token);
+    void register_hold(Acquisition& a, SteadyTime sent, const AttemptResult& granted);
     bool wait_for_turn(Acquisition& a, SteadyTime deadline);
     // True when another thread of this client already listens on `channel` (it waits there).
     bool listening_on(const std::string& channel);
@@ -303,7 +306,8 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
 
 std::string hold_id(const std::string& key, const std::string& owner);
 
-// The {status, value[, queue score]} array every acquire script returns.
+// The array every acquire script returns: {status, value[, queue score]} (busy), {2, token[, the
+// server's clock at the grant in µs]} (acquired).
 AttemptResult parse_attempt(const RedisReply& reply);
 
 // The calling thread's hold of `key`, as a copy (for lost(), hold_count(), fence_token()).

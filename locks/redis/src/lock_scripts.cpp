@@ -209,7 +209,7 @@ std::string join(std::initializer_list<const char*> parts) {
 // ARGV: 1 owner, 2 lease ms, 3 fence counter TTL ms, or 're' when the caller re-enters a hold it
 //       believes it has; a waiter adds 4 waiter id, 5 its queue score ('' = first time),
 //       6 its remaining wait ms (-1 = unbounded), 7 waiter grace ms.
-// Returns {2, token} acquired; {1, 0} re-entered; {-2, 0} caller's hold is gone;
+// Returns {2, token, server time µs} acquired; {1, 0} re-entered; {-2, 0} caller's hold is gone;
 //         {0, ms} busy: ms = re-check after (pttl, or for a waiter min(pttl, wait left)),
 //         and a waiter also gets {0, ms, queue score}.
 // Stages, cheapest first: one PTTL tells free (-2), foreign without TTL (-1) and held;
@@ -229,7 +229,11 @@ local function take()
     redis.call('zrem', KEYS[3], waiter)
     redis.call('zrem', KEYS[4], waiter)
   end
-  return {2, next_fence(KEYS[2], ARGV[3], clock())}
+  -- The grant's server time goes back too (Hold::server_time_at_grant): the fencing token
+  -- read the clock already, so a caller that needs the time of its acquisition (JobLock's
+  -- slot) saves a round trip for one more integer in the reply.
+  local token = next_fence(KEYS[2], ARGV[3], clock())
+  return {2, token, now_us}
 end
 if pttl == -2 then
   -- L10: the caller is re-entering a hold that is no longer there (lease ran out, server
@@ -345,7 +349,7 @@ return 0
 // ARGV: 1 owner, 2 lease ms, 3 '1' if the caller believes it holds the read side already,
 //       4 '1' if the caller will wait (claims its turn), 5 caller's remaining wait ms
 //       (-1 = unbounded), 6 claim refresh ms, 7 waiter grace ms.
-// Returns {2, 0} acquired; {1, 0} re-entered; {-2, 0} caller's hold is gone; {0, ms} busy,
+// Returns {2, 0, server time µs} acquired; {1, 0} re-entered; {-2, 0} caller's hold is gone; {0, ms} busy,
 // re-check after ms.
 const RedisScript& rw_read_acquire() {
     static const RedisScript script(join({kNow, kReaders, kClaims, R"lua(
@@ -384,7 +388,7 @@ drop_claim(KEYS[5], KEYS[6], 'r:', owner)
 redis.call('hset', KEYS[2], owner, 1)
 redis.call('zadd', KEYS[3], now_ms + lease, owner)
 keep_readers(KEYS[2], KEYS[3])
-return {2, 0}
+return {2, 0, now_us}
 )lua"}));
     return script;
 }
@@ -447,7 +451,7 @@ return 1
 // ARGV: 1 owner, 2 lease ms, 3 '1' if the caller believes it holds the write side already,
 //       4 '1' if the caller will wait (claims its turn), 5 caller's remaining wait ms
 //       (-1 = unbounded), 6 claim refresh ms, 7 waiter grace ms, 8 fence counter TTL ms.
-// Returns {2, token} acquired; {1, 0} re-entered; {-2, 0} caller's hold is gone;
+// Returns {2, token, server time µs} acquired; {1, 0} re-entered; {-2, 0} caller's hold is gone;
 //         {-3, 0} the caller holds the read side (upgrade refused); {0, ms} busy.
 const RedisScript& rw_write_acquire() {
     static const RedisScript script(join({kNow, kNextFence, kReaders, kClaims, R"lua(
@@ -487,7 +491,8 @@ if again then return wait_turn(again, KEYS[4], KEYS[6], 'w:', owner) end
 drop_claim(KEYS[4], KEYS[6], 'w:', owner)
 redis.call('hset', KEYS[1], owner, 1)
 redis.call('pexpire', KEYS[1], lease)
-return {2, next_fence(KEYS[7], ARGV[8], now_us)}
+local token = next_fence(KEYS[7], ARGV[8], now_us)
+return {2, token, now_us}
 )lua"}));
     return script;
 }

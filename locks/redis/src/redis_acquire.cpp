@@ -23,8 +23,10 @@ AttemptResult parse_attempt(const RedisReply& reply) {
     AttemptResult r;
     r.status = static_cast<AttemptStatus>(e[0].integer());
     if (e.size() > 1) r.value = e[1].integer();
-    // The mutex script answers the score as an integer, the older form as a string.
-    if (e.size() > 2) {
+    if (e.size() > 2 && r.status == AttemptStatus::Acquired) {
+        r.granted_at_us = e[2].integer();
+    } else if (e.size() > 2) {
+        // The mutex script answers the score as an integer, the older form as a string.
         r.queue_score =
             e[2].type() == RedisReply::Type::Integer ? std::to_string(e[2].integer()) : e[2].str();
     }
@@ -261,7 +263,7 @@ bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<RedisH
 // A new hold enters the registry. The watchdog is woken only when this hold needs a check
 // earlier than the one it already sleeps towards: an acquisition (and so every hand-over) does
 // not cost the watchdog a wake-up and the process a context switch.
-void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, FenceToken token) {
+void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, const AttemptResult& granted) {
     const HoldSettings& settings = a.side->settings();
     auto h = std::make_shared<RedisHold>();
     h->side = a.side;
@@ -269,7 +271,8 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, Fence
     h->lease = settings.lease;
     h->renew = settings.renew;
     h->count = 1;
-    h->token = token;
+    h->token = granted.value;
+    h->granted_at_us = granted.granted_at_us;
     h->valid_until = locks_detail::valid_until_from(sent, settings.lease);
     h->next_check = settings.renew ? sent + settings.lease / 3 : h->valid_until;
     h->movable = a.movable;
@@ -303,7 +306,7 @@ bool RedisLockClient::Impl::try_fresh(Acquisition& a, const WaitTicket* ticket, 
         out = attempt_once(*this, side, a.owner, side.settings().lease, false, ticket);
         switch (out.status) {
             case AttemptStatus::Acquired:
-                register_hold(a, sent, out.value);
+                register_hold(a, sent, out);
                 if (!confirm_new_hold(*this, side, a.owner, a.hid, sent)) continue;  // L8 (replication_wait.h)
                 return true;
             case AttemptStatus::Busy:

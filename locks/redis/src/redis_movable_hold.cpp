@@ -2,6 +2,8 @@
 // registry whose owner is a number of its own (OwnerKey::new_movable) instead of the calling
 // thread's, so the acquire and release flows, the watchdog's renewals, max_hold and loss
 // reporting are the thread-owned hold's, unchanged; only the owner value differs.
+#include <chrono>
+#include <optional>
 #include <utility>
 
 #include "lock_client_impl.h"
@@ -28,6 +30,13 @@ public:
     }
     std::stop_token stop_token() const override { return hold_->stop.get_token(); }
     const std::string& name() const noexcept override { return side_->name(); }
+    std::optional<std::chrono::system_clock::time_point> server_time_at_grant() const override {
+        // Set once, before the hold was registered and handed here.
+        if (hold_->granted_at_us <= 0) return std::nullopt;
+        const std::chrono::microseconds since_epoch(hold_->granted_at_us);
+        return std::chrono::system_clock::time_point(
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(since_epoch));
+    }
 
 private:
     std::shared_ptr<RedisLockClient::Impl> impl_;

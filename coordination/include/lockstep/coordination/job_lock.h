@@ -3,23 +3,25 @@
 // from overlapping: a node whose timer fires 300 ms late finds the lock free and runs the same
 // slot again (O4). JobLock ties the lock to the slot:
 //
-//   1. it reads the lock server's clock (LockService::server_time(), never this node's clock)
-//      and computes the slot (job_schedule.h);
-//   2. it takes the job's lock ("job:<name>"), waiting at most `boundary_wait` (a node arriving
+//   1. it takes the job's lock ("job:<name>"), waiting at most `boundary_wait` (a node arriving
 //      at a slot boundary waits for the previous slot's holder to let go, instead of skipping);
-//   3. the slot the server's clock is in once the lock is won is the one to run. Step 1's read
-//      and this node's steady clock bound the server's time at the acquisition to an interval
-//      (two round trips wide, plus 1 ms and 1% for the clocks' rates); when the whole interval
-//      falls in one slot and on one side of at_least_for, that answers without a round trip,
-//      else the server's clock is read again (a node that waited across a boundary). It skips
-//      the slot when this node already ran it, when the acquisition came too late into the slot
-//      (at or after at_least_for from its start: some node may have run and released it), or,
-//      with a run record, when the slot has a record;
-//   4. it runs the job on the calling thread with a JobContext (slot, fencing token, a
+//   2. the slot the lock server's clock is in at the grant is the one to run (never this node's
+//      clock: job_schedule.h). The backend stamps the grant with its clock in the same atomic
+//      step (Hold::server_time_at_grant; Redis: TIME inside the acquire script), so a node that
+//      waited across a boundary runs the new slot, at no extra round trip; a backend that cannot
+//      stamp it (MySQL, ZooKeeper, Redlock, fair Redis, memory) has its clock read right after
+//      (LockService::server_time()). It skips the slot when this node already ran it, when the
+//      grant came too late into the slot (at or after at_least_for from its start: some node
+//      may have run and released it), or, with a run record, when the slot has a record. A node
+//      that ran a slot skips it again before step 1, without asking the lock: the last grant's
+//      stamp and this node's steady clock (rates agreeing to 1%, plus 1 ms) bound the server's
+//      clock now, and while that bound is still in the slot no round trip is made; nearer the
+//      boundary the server's clock is read;
+//   3. it runs the job on the calling thread with a JobContext (slot, fencing token, a
 //      std::stop_token, lost(), record_run(tx)), and keeps the hold at least until at_least_for
 //      after the slot's start (default: the slot's end) even when the job is quick, so a late
 //      node of the same slot finds it held (ShedLock's lockAtLeastFor);
-//   5. the hold never outlasts at_most_for after its acquisition (ShedLock's lockAtMostFor):
+//   4. the hold never outlasts at_most_for after its acquisition (ShedLock's lockAtMostFor):
 //      then it is released, the job's stop_token is requested, and the run is reported Overran.
 //
 //   lockstep::JobLock lock(locks, "close-unpaid-orders", lockstep::JobSchedule::every(1min));
@@ -156,7 +158,8 @@ public:
     // Runs `job` for the current slot if this node gets it (see the steps above). The job's
     // exceptions are returned in JobRun::error (outcome Failed), never thrown. Throws the
     // backend's errors (ConnectionError, DbError, ...) when the server time, the lock or the run
-    // record cannot be read; nothing ran then.
+    // record cannot be read; nothing ran then. A skip for a busy lock reads the server's clock
+    // for JobRun::slot when the grant would have stamped it.
     JobRun run_once(const std::function<void(JobContext&)>& job);
     // Ends this node's hold now, if one is kept (a job still running is asked to stop). A late
     // node of the same slot may then run it again unless a run record says it ran.
@@ -186,6 +189,10 @@ private:
     Mutex mu_;
     std::shared_ptr<SlotHold> hold_ GUARDED_BY(mu_);  // the last run's hold (it may still be kept)
     std::optional<std::int64_t> last_slot_ GUARDED_BY(mu_);  // the last slot this node ran
+    // The server's clock at the last run's start, stamped after last_stamp_sent_ (this node's
+    // steady clock): tells, without a round trip, that the last slot has not ended yet.
+    std::chrono::system_clock::time_point last_stamp_ GUARDED_BY(mu_);
+    std::chrono::steady_clock::time_point last_stamp_sent_ GUARDED_BY(mu_);
 };
 
 }  // namespace lockstep

@@ -21,6 +21,10 @@
 //     and the log, as unlock() does); release_checked() throws LockLostError (its message names
 //     the reason) or the backend's error. Either leaves the Hold empty. The destructor of a
 //     Hold still held releases it like release().
+//   - server_time_at_grant(): the lock server's clock when it granted this hold, read in the
+//     same atomic step as the grant (Redis: TIME inside the acquire script), so a caller that
+//     needs the server's time of its acquisition (JobLock's slot) has it without a round trip.
+//     Unset where the backend cannot tell (every backend but the Redis lock client's sides).
 //   - An empty Hold (default-constructed, moved from, released, or a try_acquire() that failed):
 //     release() and release_checked() throw NotOwnerError, fence_token() too; lost() is false;
 //     stop_token() has no stop state; the destructor does nothing.
@@ -29,7 +33,9 @@
 // thread may release it. REQUIRES: the service that made the lock outlives the Hold.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -51,6 +57,10 @@ public:
     virtual FenceToken fence_token() const = 0;
     virtual std::stop_token stop_token() const = 0;
     virtual const std::string& name() const noexcept = 0;
+    // The server's clock at the grant, read atomically with it; unset: this backend cannot tell.
+    virtual std::optional<std::chrono::system_clock::time_point> server_time_at_grant() const {
+        return std::nullopt;
+    }
 };
 
 }  // namespace detail
@@ -76,6 +86,9 @@ public:
     bool lost() const;
     // Requested when the hold is lost or reaches max_hold. No stop state when empty.
     std::stop_token stop_token() const noexcept;
+    // The lock server's clock when it granted this hold (read in the same atomic step); unset
+    // when the backend cannot tell. No round trip. NotOwnerError when empty.
+    std::optional<std::chrono::system_clock::time_point> server_time_at_grant() const;
     // The lock's name. NotOwnerError when empty.
     const std::string& name() const;
 
