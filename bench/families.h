@@ -50,6 +50,9 @@ void register_handover(Environment& env, Plan& plan);
 void register_oversell(Environment& env, Plan& plan);
 // 16 threads on one name: shares, barging, longest wait, hand-over percentiles (item 5).
 void register_fairness(Environment& env, Plan& plan);
+// The fairness measurement per setting of the local gate; no table row (registered only when a
+// --benchmark_filter is given).
+void register_fairness_sweep(Environment& env);
 // The second process of the contended hand-over: `lockstep-bench --handover-worker ...`.
 int handover_worker_main(int argc, char** argv);
 // MySQL's and ZooKeeper's lock cycle against their raw floors; 16-way contention per backend.

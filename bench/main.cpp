@@ -151,6 +151,7 @@ int run(int argc, char** argv) {
         register_handover(env, plan);
         register_oversell(env, plan);
         register_fairness(env, plan);
+        if (filtered) register_fairness_sweep(env);
         register_lock_backends(env, plan);
         register_cluster(env, plan);
         register_loss_detection(env, plan);

@@ -211,6 +211,9 @@ TEST_F(HandOffTest, NegativeHandOffDurationsAreConfigErrors) {
     o = {};
     o.handoff_after = -1ms;
     EXPECT_THROW(LockProcess(prefix_, o), ConfigError);
+    o = {};
+    o.local_handoff_after = std::chrono::microseconds(-1);
+    EXPECT_THROW(LockProcess(prefix_, o), ConfigError);
 }
 
 }  // namespace

@@ -38,6 +38,9 @@ std::string random_client_id() {
     return id;
 }
 
+// local_handoff_after when unset (see its comment in lock_client.h for the measurements).
+constexpr std::chrono::microseconds kDefaultLocalHandoffAfter{250};
+
 // Bad options must fail at construction with the option's name, not later inside a Lua script
 // as an opaque "invalid expire time" reply.
 LockClientOptions checked(LockClientOptions o) {
@@ -46,6 +49,9 @@ LockClientOptions checked(LockClientOptions o) {
     if (o.fence_counter_ttl.count() <= 0) throw ConfigError("fence_counter_ttl", "must be positive");
     if (o.handoff_window.count() < 0) throw ConfigError("handoff_window", "must not be negative");
     if (o.handoff_after.count() < 0) throw ConfigError("handoff_after", "must not be negative");
+    if (o.local_handoff_after && o.local_handoff_after->count() < 0) {
+        throw ConfigError("local_handoff_after", "must not be negative");
+    }
     return o;
 }
 
@@ -58,7 +64,9 @@ RedisLockClient::Impl::Impl(RedisClient& r, LockClientOptions o)
     : redis(r),
       options(checked(std::move(o))),
       id(random_client_id()),
-      gates(std::chrono::duration_cast<std::chrono::microseconds>(options.handoff_after)),
+      gates(options.local_handoff_after.value_or(
+                std::min<std::chrono::microseconds>(kDefaultLocalHandoffAfter, options.handoff_after)),
+            options.local_yield_before_reentry),
       rooms([&r]() -> RedisSubscriber& { return r.subscriber(); }, std::chrono::milliseconds(0)) {}
 
 RedisLockClient::Impl::~Impl() {
