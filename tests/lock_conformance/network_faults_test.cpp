@@ -55,7 +55,8 @@ struct NotYetOnTime {
 // A Redis-based acquisition whose reply arrives after its validity is still returned as a hold.
 #define LOCKSTEP_LATE_REPLY_IS_A_HOLD                                                                              \
     "an acquisition whose reply arrives after sent + lease - drift is returned as a hold (try_lock true, lost() " \
-    "already true) while the rival that took the expired key still believes: two believers"
+    "already true) while the rival that took the expired key still believes: two believers, and a token below " \
+    "the rival's earlier hold"
 #define LOCKSTEP_ZOOKEEPER_WAIT_OVERRUNS                                                                         \
     "with the ensemble's replies delayed by the session timeout or more, try_lock_until returns ~20 s after its " \
     "deadline, and the waiter's queue node (its session kept alive by its pings) keeps the rival out meanwhile"
