@@ -203,6 +203,9 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
                    bool& seized);
     bool acquire_fresh(Acquisition& a, std::optional<SteadyTime> deadline);
     bool try_fresh(Acquisition& a, const WaitTicket* ticket, AttemptResult& out);
+    // L11: an acquisition whose reply came back after its validity ended is given back (the
+    // release script deletes only this owner's hold). Never throws.
+    void give_back_late_grant(const LockSide& side, const std::string& owner) noexcept;
     void register_hold(Acquisition& a, SteadyTime sent, const AttemptResult& granted);
     bool wait_for_turn(Acquisition& a, SteadyTime deadline);
     // True when another thread of this client already listens on `channel` (it waits there).
@@ -250,7 +253,8 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
 
     struct Stats {
         std::atomic<std::uint64_t> acquire_attempts{0}, acquired{0}, wakeups{0}, renew_batches{0},
-            renewals{0}, losses{0}, unlocks_of_lost_holds{0}, unlock_errors{0}, gate_waits{0};
+            renewals{0}, losses{0}, unlocks_of_lost_holds{0}, unlock_errors{0}, gate_waits{0},
+            late_grants{0};  // acquisitions whose reply came after their validity (given back)
         LatencyHistogram acquire_latency, hold_time;  // LockClientStats
     } stats;
 

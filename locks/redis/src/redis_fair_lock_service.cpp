@@ -183,6 +183,15 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             if (r.integer() == 0) return std::nullopt;
             return confirm_sent;
         };
+        // L11: a reply that came back after the validity it would start had ended (a slow
+        // network) is no hold: the server may have expired it and given the lock to someone else
+        // meanwhile. What it took is given back (the leave script frees a hold that is this
+        // attempt's, whether taken by its script or granted) and the acquisition goes on.
+        auto arrived_late = [&](SteadyTime leased_from) {
+            if (SteadyClock::now() < locks_detail::valid_until_from(leased_from, h.lease)) return false;
+            leave_after_error(keys, h.name, w.id);
+            return true;
+        };
         const bool can_wait = SteadyClock::now() < deadline;
         // A try first (acquired only if the lock is free and nobody waits: no barging), unless
         // this service already listens on the name: then the first attempt joins the line at
@@ -199,7 +208,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                 throw;
             }
             auto [got, value] = tried;
-            if (got) return done(value, sent, By::Script);
+            if (got && !arrived_late(sent)) return done(value, sent, By::Script);
             if (!can_wait || SteadyClock::now() >= deadline) return false;
         }
         std::shared_ptr<WaitRoom> room = join_room(keys, h.name, w);
@@ -212,6 +221,7 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         try {
             for (;;) {
                 auto [got, value] = attempt(true);
+                if (got && arrived_late(sent)) continue;  // given back; in line again at the next try
                 if (got) {
                     // Taken by this script (a free lock, or a grant whose message is lost or late:
                     // the script drew a fresh token). A message still in flight is undone by
@@ -233,7 +243,9 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                 table.throw_if_closed();  // woken by close(): the catch below leaves the line
                 if (SteadyClock::now() >= deadline) {
                     if (auto token = take_out()) {  // granted at the last moment
-                        if (auto confirmed = confirm_grant(*token)) return done(*token, *confirmed, By::Grant);
+                        if (auto confirmed = confirm_grant(*token); confirmed && !arrived_late(*confirmed)) {
+                            return done(*token, *confirmed, By::Grant);
+                        }
                     }
                     fault::point("locks.fair.leaving");
                     // A grant made after we left the room is undone here (the script sees it).
@@ -241,8 +253,11 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
                     return false;
                 }
                 if (auto token = take_out_if_granted(room, w, in_room)) {
-                    if (auto confirmed = confirm_grant(*token)) return done(*token, *confirmed, By::Grant);
-                    // The grant's lease ran out before it reached us: back in line.
+                    if (auto confirmed = confirm_grant(*token); confirmed && !arrived_late(*confirmed)) {
+                        return done(*token, *confirmed, By::Grant);
+                    }
+                    // The grant's lease ran out before it reached us (or its confirmation came
+                    // back too late): back in line.
                     {
                         MutexLock g(room->mutex);
                         w.granted = false;
