@@ -55,14 +55,7 @@ struct NotYetOnTime {
 #define LOCKSTEP_ZOOKEEPER_WAIT_OVERRUNS                                                                         \
     "with the ensemble's replies delayed by the session timeout or more, try_lock_until returns ~20 s after its " \
     "deadline, and the waiter's queue node (its session kept alive by its pings) keeps the rival out meanwhile"
-// The fair mutex gives back a grant whose reply came after its validity (the leave script); under
-// this latency that call was once seen blocked far past the service's socket timeout.
-#define LOCKSTEP_FAIR_GIVE_BACK_BLOCKS                                                                          \
-    "the fair waiter's give-back of a late grant was seen blocked in a read far past its network deadline " \
-    "under server-to-client latency; the case waits until that is understood"
-constexpr std::array<NotYetOnTime, 4> kNotYetOnTimeValidity{{
-    {"AWaiterWokenOneLeaseLateNeverBelievesBesideADirectRival", "redis-fair", LOCKSTEP_FAIR_GIVE_BACK_BLOCKS},
-    {"AWaiterWokenTwoLeasesLateNeverBelievesBesideADirectRival", "redis-fair", LOCKSTEP_FAIR_GIVE_BACK_BLOCKS},
+constexpr std::array<NotYetOnTime, 2> kNotYetOnTimeValidity{{
     {"AWaiterWokenOneLeaseLateNeverBelievesBesideADirectRival", "zookeeper", LOCKSTEP_ZOOKEEPER_WAIT_OVERRUNS},
     {"AWaiterWokenTwoLeasesLateNeverBelievesBesideADirectRival", "zookeeper", LOCKSTEP_ZOOKEEPER_WAIT_OVERRUNS},
 }};

@@ -221,14 +221,16 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
         try {
             for (;;) {
                 auto [got, value] = attempt(true);
-                if (got && arrived_late(sent)) continue;  // given back; in line again at the next try
-                if (got) {
+                if (got && !arrived_late(sent)) {
                     // Taken by this script (a free lock, or a grant whose message is lost or late:
                     // the script drew a fresh token). A message still in flight is undone by
                     // value, which no longer matches: harmless.
                     take_out();
                     return done(value, sent, By::Script);
                 }
+                // Given back as late: re-check at once, after the deadline check below (a
+                // network slower than the lease must not keep the caller past its deadline).
+                if (got) value = 1;
                 // Until granted, or before our place in line would expire (grace/2), or when the
                 // holder's lease ends, whichever is first; then re-check.
                 auto next = SteadyClock::now() + std::min<std::chrono::milliseconds>(
