@@ -1,8 +1,8 @@
 // Internal: how every backend tells that a hold was lost, once the backend has marked it lost
 // (once per hold: the hold table's and the Redis client's registries each decide that under
-// their own lock). A warning in the log, the hold's stop token requested (a movable Hold's
-// stop_token(), before any callback runs, so work that polls it stops as early as possible), then
-// the service's and the lock's on_lost callbacks, each guarded: a callback that throws is logged,
+// their own lock). The hold's stop token requested (a movable Hold's stop_token(), before any
+// callback runs, so work that polls it stops as early as possible), the service's and the lock's
+// on_lost callbacks, then a warning in the log. Each callback is guarded: one that throws is logged,
 // never propagated, because the reporting thread is a watchdog, an expiry pass or a holder's
 // unlock, none of which may fail for it.
 //
