@@ -15,8 +15,8 @@
 //
 // fairness_sweep/... (registered only when --benchmark_filter is given, no table row): the same
 // measurement with its own lock client per setting of the local gate, gate_after_us:N =
-// LockClientOptions::local_handoff_after, yield:1 = local_yield_before_reentry. Repetitions of
-// all settings interleave at random (as every family here), so machine load hits each alike:
+// LockClientOptions::local_handoff_after. Repetitions of all settings interleave at random (as
+// every family here), so machine load hits each alike:
 //   lockstep-bench --quick --benchmark_filter='fairness_sweep' --benchmark_format=json
 #include <algorithm>
 #include <atomic>
@@ -175,25 +175,16 @@ void register_fairness_sweep(Environment& env) {
     RedisClient* redis = &env.redis();
     const std::string prefix = env.prefix();
     const auto window = env.budget().handover_window * 2;
-    struct Setting {
-        long after_us;
-        bool yield;
-    };
-    const Setting settings[] = {{0, false},    {250, false},  {500, false}, {1000, false},
-                                {2000, false}, {5000, false}, {1000, true}, {5000, true}};
-    for (const Setting& set : settings) {
-        const std::string bench = "fairness_sweep/gate_after_us:" + std::to_string(set.after_us) +
-                                  "/yield:" + (set.yield ? "1" : "0");
+    const long settings_us[] = {0, 250, 500, 1000, 2000, 5000};
+    for (const long after_us : settings_us) {
+        const std::string bench = "fairness_sweep/gate_after_us:" + std::to_string(after_us);
         benchmark::RegisterBenchmark(bench.c_str(), [=](benchmark::State& state) {
             static std::atomic<int> round{0};
             LockClientOptions o;
             o.prefix = prefix;
-            o.local_handoff_after = std::chrono::microseconds(set.after_us);
-            o.local_yield_before_reentry = set.yield;
+            o.local_handoff_after = std::chrono::microseconds(after_us);
             RedisLockClient locks(*redis, o);  // outside the measured window (manual time)
-            run_fairness(state, &locks,
-                         "bench-sweep-" + std::to_string(set.after_us) + "-" + std::to_string(set.yield) + "-" +
-                             std::to_string(round++),
+            run_fairness(state, &locks, "bench-sweep-" + std::to_string(after_us) + "-" + std::to_string(round++),
                          window);
         })
             ->Iterations(1)

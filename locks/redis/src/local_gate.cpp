@@ -10,15 +10,6 @@ LocalGate::Entry LocalGate::enter(std::optional<Clock::time_point> deadline, std
                                   std::uint64_t* passage, const Probe* probe) {
     MutexLock lock(mutex_);
     if (closed_) return Entry::Closed;
-    if (yield_before_reentry_ && !taken_ && wake_pending_ && last_leaver_ == std::this_thread::get_id()) {
-        // This thread just freed the gate and woke the oldest waiter to compete: give that
-        // waiter one chance to run before barging past it.
-        last_leaver_ = {};
-        lock.unlock();
-        std::this_thread::yield();
-        lock.lock();
-        if (closed_) return Entry::Closed;
-    }
     if (!taken_) {
         taken_ = true;  // barging: free means free, sleeping waiters or not
         if (passage) *passage = ++passage_;
@@ -102,7 +93,6 @@ void LocalGate::leave(std::uint64_t passage) {
         return;
     }
     taken_ = false;
-    last_leaver_ = std::this_thread::get_id();
     if (!wake_pending_) {
         wake_pending_ = true;
         head->cv.notify_one();
@@ -149,7 +139,7 @@ std::shared_ptr<LocalGate> LocalGateTable::get(const std::string& key) {
     if (it != gates_.end()) {
         if (auto g = it->second.lock()) return g;
     }
-    auto g = std::make_shared<LocalGate>(handoff_after_, yield_before_reentry_);
+    auto g = std::make_shared<LocalGate>(handoff_after_);
     if (closed_) g->close();
     gates_[key] = g;
     if (gates_.size() >= sweep_at_) {

@@ -13,8 +13,6 @@
 // it has waited handoff_after (the gate never becomes free in between, so nobody can barge).
 // The gate's threshold is LockClientOptions::local_handoff_after (250 µs, or handoff_after if
 // shorter, unless set).
-// yield_before_reentry (measurement option): a thread that left the gate free with a waiter woken
-// to compete yields its CPU once before it takes the gate again.
 //
 // Nothing here knows about Redis: tests/locks/local_gate_test.cpp drives it alone.
 //
@@ -32,7 +30,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "lockstep/core/mutex.h"
@@ -48,8 +45,7 @@ public:
         Closed,    // close() ran: the client is being destroyed
     };
 
-    explicit LocalGate(std::chrono::microseconds handoff_after, bool yield_before_reentry = false)
-        : handoff_after_(handoff_after), yield_before_reentry_(yield_before_reentry) {}
+    explicit LocalGate(std::chrono::microseconds handoff_after) : handoff_after_(handoff_after) {}
     LocalGate(const LocalGate&) = delete;
     LocalGate& operator=(const LocalGate&) = delete;
 
@@ -90,11 +86,7 @@ private:
     void remove(Waiter* w) REQUIRES(mutex_);
 
     const std::chrono::microseconds handoff_after_;
-    const bool yield_before_reentry_;
     mutable Mutex mutex_;
-    // The thread whose leave() last freed the gate with a waiter woken to compete (for
-    // yield_before_reentry).
-    std::thread::id last_leaver_ GUARDED_BY(mutex_);
     bool taken_ GUARDED_BY(mutex_) = false;
     bool closed_ GUARDED_BY(mutex_) = false;
     // A leave() woke the oldest waiter to compete and it has not run yet: later leaves do not
@@ -141,8 +133,7 @@ private:
 // as the table grows.
 class LocalGateTable {
 public:
-    explicit LocalGateTable(std::chrono::microseconds handoff_after, bool yield_before_reentry = false)
-        : handoff_after_(handoff_after), yield_before_reentry_(yield_before_reentry) {}
+    explicit LocalGateTable(std::chrono::microseconds handoff_after) : handoff_after_(handoff_after) {}
     std::shared_ptr<LocalGate> get(const std::string& key) EXCLUDES(mutex_);
     // close() of every live gate, and of every gate made afterwards.
     void close_all() EXCLUDES(mutex_);
@@ -150,7 +141,6 @@ public:
 
 private:
     const std::chrono::microseconds handoff_after_;
-    const bool yield_before_reentry_;
     mutable Mutex mutex_;
     bool closed_ GUARDED_BY(mutex_) = false;
     std::map<std::string, std::weak_ptr<LocalGate>> gates_ GUARDED_BY(mutex_);

@@ -65,8 +65,7 @@ RedisLockClient::Impl::Impl(RedisClient& r, LockClientOptions o)
       options(checked(std::move(o))),
       id(random_client_id()),
       gates(options.local_handoff_after.value_or(
-                std::min<std::chrono::microseconds>(kDefaultLocalHandoffAfter, options.handoff_after)),
-            options.local_yield_before_reentry),
+                std::min<std::chrono::microseconds>(kDefaultLocalHandoffAfter, options.handoff_after))),
       rooms([&r]() -> RedisSubscriber& { return r.subscriber(); }, std::chrono::milliseconds(0)) {}
 
 RedisLockClient::Impl::~Impl() {

@@ -125,10 +125,6 @@ struct LockClientOptions {
     // than the Redis round trips of a cycle, so below ~1 ms (where the head of a 16-deep queue
     // has always waited long enough) the gate is FIFO at no throughput cost. Hence 250 µs.
     std::optional<std::chrono::microseconds> local_handoff_after;
-    // The local gate: a thread that freed the gate while waking a waiter to compete yields its
-    // CPU once (std::this_thread::yield) before it takes the gate again. Kept for measurement:
-    // it did not cut barging (29-34% same-thread at 1 ms and 5 ms, same runs as above).
-    bool local_yield_before_reentry = false;
     // TTL of the fencing counter key. Tokens stay increasing when it expires (the server clock
     // is the floor); while it lives it also covers small backward steps of the server clock.
     std::chrono::milliseconds fence_counter_ttl{std::chrono::hours(24)};
