@@ -8,6 +8,7 @@
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/cache/redis_script.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
 #include "lockstep/core/logging.h"
 #include "lockstep/core/mutex.h"
 #include "lockstep/core/names.h"
@@ -129,7 +130,9 @@ struct SemaphoreImpl {
 
     std::string lease_ms() const { return std::to_string(options.lease.count()); }
 
-    // Marks `p` lost (once) and reports it: on_lost, the permit's stop token, a log line.
+    // Marks `p` lost (once) and reports it as a lock's loss is reported (locks/src/loss_report.h):
+    // the permit's stop token, on_lost, then a log line, so the holder hears of the loss before
+    // the log's I/O.
     void report_loss(PermitState& p, LockLossReason reason, const std::string& message) {
         LockLoss loss;
         {
@@ -141,14 +144,16 @@ struct SemaphoreImpl {
             loss = p.loss;
         }
         p.stop.request_stop();
-        logger()->warn("semaphore '{}': permit {} lost: {} ({})", name, p.id, to_string(reason), message);
         if (options.on_lost) {
             try {
                 options.on_lost(loss);
             } catch (const std::exception& e) {
                 logger()->error("semaphore '{}': on_lost threw: {}", name, e.what());
+            } catch (...) {
+                logger()->error("semaphore '{}': on_lost threw", name);
             }
         }
+        logger()->warn("semaphore '{}': permit {} lost: {} ({})", name, p.id, to_string(reason), message);
     }
 
     void forget(const std::shared_ptr<PermitState>& p) EXCLUDES(mutex) {
@@ -314,6 +319,7 @@ struct SemaphoreImpl {
     }
 
     void renew_round() {
+        fault::point("semaphore.before_renew");  // tests: a watchdog that cannot renew in time
         std::vector<std::shared_ptr<PermitState>> permits;
         {
             MutexLock lock(mutex);
@@ -441,18 +447,27 @@ void SemaphorePermit::release_as(UnlockMode mode) {
         given_back = state->given_back;
     }
     std::exception_ptr failure;
+    std::string failure_message;
     long long result = 1;
     if (given_back) {
         result = 0;  // the watchdog ended it at max_hold: nothing left on the server
     } else {
         try {
             result = owner->give_back(*state) ? 1 : 0;
+        } catch (const std::exception& e) {
+            failure = std::current_exception();
+            failure_message = e.what();
         } catch (...) {
             failure = std::current_exception();
+            failure_message = "unknown error";
         }
     }
-    if (failure && lost_before && owner->on_zookeeper()) {
-        // Lost before the release tried (a disconnection): the loss is what the caller learns.
+    const bool failed_after_loss = failure && lost_before;
+    if (failed_after_loss) {
+        // Past its validity the permit was lost before this release, whatever the release's error
+        // says (a partitioned holder whose calls time out, a disconnected ZooKeeper session): the
+        // loss is what the caller learns, reported and thrown as LockLostError like a lock's
+        // (RACES L10, L11).
         failure = nullptr;
         result = 0;
     }
@@ -470,6 +485,9 @@ void SemaphorePermit::release_as(UnlockMode mode) {
     if (result != 1 || lost_before) {
         if (capped) {
             owner->report_loss(*state, LockLossReason::MaxHoldReached, "max_hold reached: the permit was ended");
+        } else if (failed_after_loss) {
+            owner->report_loss(*state, LockLossReason::Unreachable,
+                               "the permit's validity ran out before release; the release failed: " + failure_message);
         } else {
             owner->report_loss(*state, lost_before ? LockLossReason::Expired : LockLossReason::FoundGone,
                                result != 1 ? "the permit was gone from the server at release"

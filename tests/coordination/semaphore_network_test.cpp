@@ -19,6 +19,7 @@
 #include <future>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "eventually.h"
 #include "lockstep/coordination/semaphore.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/fault_point.h"
 #include "lockstep/servers/proxied_lock_service.h"
 
 namespace lockstep::test {
@@ -131,6 +133,64 @@ TEST_P(SemaphorePartitionTest, APartitionedHolderKnowsItsPermitLostByItsBoundAnd
 
 INSTANTIATE_TEST_SUITE_P(Backends, SemaphorePartitionTest, ::testing::Values("redis", "zookeeper"),
                          [](const auto& info) { return backend_test_name(info.param); });
+
+// A release that fails after the permit ran out (RACES L10, L11 for permits): the watchdog is held
+// at its renewal, so no renewal extends the permits and nothing reports them before the releases
+// do; the holder's network is cut, so each release call fails. The loss is what the holder learns,
+// as from a lock: on_lost once with its reason and the stop token requested, LockLostError from
+// release_checked() (not the network's error), nothing thrown from release().
+TEST(SemaphoreReleaseTest, AReleaseThatFailsAfterThePermitRanOutReportsTheLossOnce) {
+    if (backend_url("redis").empty()) GTEST_SKIP() << "redis cannot run here";
+    LockServiceOptions so;
+    so.prefix = fresh_prefix();
+    ProxiedLockService holder = open_proxied_lock_service(backend_url("redis"), so);
+    std::atomic<int> losses{0};
+    std::atomic<int> reason{-1};
+    std::mutex message_mutex;
+    std::string message;
+    auto sem = make_semaphore(*holder.service, "pool", {.permits = 2, .lease = 600ms, .on_lost = [&](const LockLoss& l) {
+                                                            reason = static_cast<int>(l.reason);
+                                                            std::lock_guard g(message_mutex);
+                                                            message = l.message;
+                                                            losses.fetch_add(1);
+                                                        }});
+    fault::Gate watchdog_held;
+    auto armed = fault::arm("semaphore.before_renew", watchdog_held.action());
+    struct OpenAtExit {
+        fault::Gate& gate;
+        ~OpenAtExit() { gate.open(); }  // before ~Semaphore joins its watchdog
+    } open_at_exit{watchdog_held};
+
+    auto checked = sem->acquire();
+    auto reported = sem->acquire();
+    ASSERT_TRUE(watchdog_held.wait_arrivals(1, 5s)) << "the watchdog never came to its first renewal";
+    holder.blackhole();
+    ASSERT_TRUE(eventually([&] { return checked.lost() && reported.lost(); }, 5s));
+    const std::stop_token checked_stop = checked.stop_token();
+    const std::stop_token reported_stop = reported.stop_token();
+    ASSERT_EQ(losses.load(), 0) << "with the watchdog held nothing reported the loss before the releases";
+    ASSERT_FALSE(checked_stop.stop_requested());
+
+    EXPECT_THROW(checked.release_checked(), LockLostError);
+    EXPECT_TRUE(checked_stop.stop_requested());
+    EXPECT_EQ(losses.load(), 1);
+    EXPECT_EQ(reason.load(), static_cast<int>(LockLossReason::Unreachable));
+    {
+        std::lock_guard g(message_mutex);
+        EXPECT_NE(message.find("release failed"), std::string::npos) << message;
+    }
+
+    EXPECT_NO_THROW(reported.release());
+    EXPECT_TRUE(reported_stop.stop_requested());
+    EXPECT_EQ(losses.load(), 2);
+    EXPECT_EQ(sem->held(), 0u);
+
+    // The watchdog's next rounds find nothing left to report again.
+    holder.pass();
+    watchdog_held.open();
+    ASSERT_TRUE(eventually([&] { return armed.hits() >= 3; }, 5s));
+    EXPECT_EQ(losses.load(), 2) << "each loss is reported once";
+}
 
 }  // namespace
 }  // namespace lockstep::test

@@ -106,9 +106,10 @@ public:
     // Releases the permit. A lost permit is reported (lost(), on_lost, a log line), not thrown,
     // and so is a failed release. REQUIRES: holds a permit (NotOwnerError).
     void release();
-    // The same, but LockLostError (naming the reason) when the permit was lost, and the server's
-    // error when the release failed (the permit is forgotten either way; the server drops it
-    // within the lease). REQUIRES: holds a permit (NotOwnerError).
+    // The same, but LockLostError (naming the reason) when the permit was lost (also when the
+    // release failed after the permit's validity ran out), and the server's error when the
+    // release of a permit still valid failed (the permit is forgotten either way; the server
+    // drops it within the lease). REQUIRES: holds a permit (NotOwnerError).
     void release_checked();
 
 private:
