@@ -95,6 +95,53 @@ protected:
         return *second_;
     }
 
+    // Two threads, one per service, take {a, b} and {b, a} through `cycle` until `max_cycles` are
+    // done or `budget` has passed: neither order may deadlock nor may both hold at once.
+    // `cycle(both, inside)` takes both names (false: not within its wait; a deadlock shows as such
+    // a timeout, counted, never as a hung test), runs `inside` while it holds them and gives them
+    // back. `what` names the cycle in the measurement line.
+    template <class Cycle>
+    void expect_opposite_orders_neither_deadlock_nor_overlap(LockService& first, LockService& second,
+                                                             long max_cycles, std::chrono::seconds budget,
+                                                             const std::string& what, Cycle cycle) {
+        std::atomic<int> in_a{0}, in_b{0};
+        std::atomic<int> overlaps{0}, timeouts{0}, errors{0};
+        std::atomic<long> cycles{0};
+        const auto until = Clock::now() + budget;
+        const auto inside = [&] {
+            if (in_a.fetch_add(1) != 0) overlaps.fetch_add(1);
+            if (in_b.fetch_add(1) != 0) overlaps.fetch_add(1);
+            std::this_thread::yield();
+            in_b.fetch_sub(1);
+            in_a.fetch_sub(1);
+        };
+        auto worker = [&](LockService& service, std::vector<std::string> names) {
+            MultiLock both(service, std::move(names));
+            while (Clock::now() < until && cycles.load() < max_cycles) {
+                try {
+                    if (!cycle(both, inside)) {
+                        timeouts.fetch_add(1);
+                        continue;
+                    }
+                    cycles.fetch_add(1);
+                } catch (const std::exception& e) {
+                    std::cerr << what << " cycle failed: " << e.what() << "\n";
+                    errors.fetch_add(1);
+                }
+            }
+        };
+        std::thread t1(worker, std::ref(first), std::vector<std::string>{"a", "b"});
+        std::thread t2(worker, std::ref(second), std::vector<std::string>{"b", "a"});
+        t1.join();
+        t2.join();
+        std::cout << "[ measure ] " << GetParam() << ": " << cycles.load() << " " << what
+                  << " cycles over {a, b} / {b, a}, two threads\n";
+        EXPECT_EQ(overlaps.load(), 0);
+        EXPECT_EQ(timeouts.load(), 0);
+        EXPECT_EQ(errors.load(), 0);
+        EXPECT_GT(cycles.load(), 100);
+    }
+
     BackendTraits traits_;
     std::string prefix_;
     std::unique_ptr<LockService> second_;
@@ -102,45 +149,14 @@ protected:
 
 TEST_P(MultiLockTest, OppositeOrdersNeitherDeadlockNorOverlap) {
     auto first = open();
-    LockService& second = other(*first);
-    std::atomic<int> in_a{0}, in_b{0};
-    std::atomic<int> overlaps{0}, timeouts{0}, errors{0};
-    std::atomic<long> cycles{0};
     // 4000 cycles, or as many as 10 s allow on a slow machine (a sanitizer build).
-    constexpr long kCycles = 4000;
-    const auto until = Clock::now() + 10s;
-    auto worker = [&](LockService& service, std::vector<std::string> names) {
-        MultiLock both(service, std::move(names));
-        while (Clock::now() < until && cycles.load() < kCycles) {
-            try {
-                // A deadlock shows as a timeout here (counted), never as a hung test.
-                if (!both.try_lock_for(5s)) {
-                    timeouts.fetch_add(1);
-                    continue;
-                }
-                std::scoped_lock adopted(std::adopt_lock, both);
-                if (in_a.fetch_add(1) != 0) overlaps.fetch_add(1);
-                if (in_b.fetch_add(1) != 0) overlaps.fetch_add(1);
-                std::this_thread::yield();
-                in_b.fetch_sub(1);
-                in_a.fetch_sub(1);
-                cycles.fetch_add(1);
-            } catch (const std::exception& e) {
-                std::cerr << "MultiLock cycle failed: " << e.what() << "\n";
-                errors.fetch_add(1);
-            }
-        }
-    };
-    std::thread t1(worker, std::ref(*first), std::vector<std::string>{"a", "b"});
-    std::thread t2(worker, std::ref(second), std::vector<std::string>{"b", "a"});
-    t1.join();
-    t2.join();
-    std::cout << "[ measure ] " << GetParam() << ": " << cycles.load()
-              << " MultiLock cycles over {a, b} / {b, a}, two threads\n";
-    EXPECT_EQ(overlaps.load(), 0);
-    EXPECT_EQ(timeouts.load(), 0);
-    EXPECT_EQ(errors.load(), 0);
-    EXPECT_GT(cycles.load(), 100);
+    expect_opposite_orders_neither_deadlock_nor_overlap(*first, other(*first), 4000, 10s, "MultiLock",
+                                                        [](MultiLock& both, const auto& inside) {
+                                                            if (!both.try_lock_for(5s)) return false;
+                                                            std::scoped_lock adopted(std::adopt_lock, both);
+                                                            inside();
+                                                            return true;
+                                                        });
 }
 
 TEST_P(MultiLockTest, AFailureMidwayReleasesTheNamesAlreadyTaken) {
@@ -311,45 +327,14 @@ TEST_P(MultiLockTest, AMultiHoldThatReachesMaxHoldRequestsItsStopToken) {
 
 TEST_P(MultiLockTest, OppositeOrdersAsMultiHoldsNeitherDeadlockNorOverlap) {
     auto first = open();
-    LockService& second = other(*first);
-    std::atomic<int> in_a{0}, in_b{0};
-    std::atomic<int> overlaps{0}, timeouts{0}, errors{0};
-    std::atomic<long> cycles{0};
-    constexpr long kCycles = 2000;
-    const auto until = Clock::now() + 8s;
-    auto worker = [&](LockService& service, std::vector<std::string> names) {
-        MultiLock both(service, std::move(names));
-        while (Clock::now() < until && cycles.load() < kCycles) {
-            try {
-                // A deadlock shows as a timeout here (counted), never as a hung test.
-                MultiHold held = both.try_acquire_for(5s);
-                if (!held) {
-                    timeouts.fetch_add(1);
-                    continue;
-                }
-                if (in_a.fetch_add(1) != 0) overlaps.fetch_add(1);
-                if (in_b.fetch_add(1) != 0) overlaps.fetch_add(1);
-                std::this_thread::yield();
-                in_b.fetch_sub(1);
-                in_a.fetch_sub(1);
-                held.release_checked();
-                cycles.fetch_add(1);
-            } catch (const std::exception& e) {
-                std::cerr << "MultiHold cycle failed: " << e.what() << "\n";
-                errors.fetch_add(1);
-            }
-        }
-    };
-    std::thread t1(worker, std::ref(*first), std::vector<std::string>{"a", "b"});
-    std::thread t2(worker, std::ref(second), std::vector<std::string>{"b", "a"});
-    t1.join();
-    t2.join();
-    std::cout << "[ measure ] " << GetParam() << ": " << cycles.load()
-              << " MultiHold cycles over {a, b} / {b, a}, two threads\n";
-    EXPECT_EQ(overlaps.load(), 0);
-    EXPECT_EQ(timeouts.load(), 0);
-    EXPECT_EQ(errors.load(), 0);
-    EXPECT_GT(cycles.load(), 100);
+    expect_opposite_orders_neither_deadlock_nor_overlap(*first, other(*first), 2000, 8s, "MultiHold",
+                                                        [](MultiLock& both, const auto& inside) {
+                                                            MultiHold held = both.try_acquire_for(5s);
+                                                            if (!held) return false;
+                                                            inside();
+                                                            held.release_checked();
+                                                            return true;
+                                                        });
 }
 
 TEST_P(MultiLockTest, UnlockByAThreadThatHoldsNothingIsRefused) {
