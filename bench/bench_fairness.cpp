@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "contenders.h"
 #include "families.h"
 #include "lockstep/locks/redis_mutex.h"
 
@@ -50,55 +51,31 @@ double percentile(std::vector<double> v, double p) {
 void run_fairness(benchmark::State& state, RedisLockClient* locks, const std::string& name,
                   std::chrono::milliseconds window) {
     for (auto _ : state) {
-        std::vector<std::unique_ptr<RedisMutex>> ms;
-        for (int i = 0; i < kThreads; ++i) ms.push_back(std::make_unique<RedisMutex>(*locks, name));
-        // Written only inside the critical section; atomics because the lock that orders
-        // them lives in Redis, not in this process's memory model.
-        std::atomic<int> last_holder{-1};
-        std::atomic<std::int64_t> last_release_ns{0};
+        std::vector<std::unique_ptr<RedisMutex>> owned;
+        std::vector<RedisMutex*> ms;
+        for (int i = 0; i < kThreads; ++i) {
+            owned.push_back(std::make_unique<RedisMutex>(*locks, name));
+            ms.push_back(owned.back().get());
+        }
         std::vector<long long> count(kThreads, 0), same(kThreads, 0);
         std::vector<double> longest(kThreads, 0);
         std::vector<std::vector<double>> handovers(kThreads);
-        std::mutex error_mutex;
-        std::string error;
+        for (auto& h : handovers) h.reserve(4096);
         const auto start = Clock::now() + std::chrono::milliseconds(20);
-        const auto end = start + window;
-        auto ns = [](Clock::time_point t) {
-            return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-        };
-        std::vector<std::thread> pool;
-        for (int t = 0; t < kThreads; ++t) {
-            pool.emplace_back([&, t] {
-                RedisMutex& m = *ms[static_cast<std::size_t>(t)];
-                auto& h = handovers[static_cast<std::size_t>(t)];
-                h.reserve(4096);
-                try {
-                    std::this_thread::sleep_until(start);
-                    while (Clock::now() < end) {
-                        const auto asked = Clock::now();
-                        m.lock();
-                        const auto got = Clock::now();
-                        const int prev = last_holder.load();
-                        const std::int64_t released = last_release_ns.load();
-                        if (got <= end) {
-                            auto& c = count[static_cast<std::size_t>(t)];
-                            ++c;
-                            if (prev == t) ++same[static_cast<std::size_t>(t)];
-                            if (released != 0) h.push_back(static_cast<double>(ns(got) - released) / 1e9);
-                            auto& l = longest[static_cast<std::size_t>(t)];
-                            l = std::max(l, std::chrono::duration<double>(got - asked).count());
-                        }
-                        last_holder.store(t);
-                        last_release_ns.store(ns(Clock::now()));
-                        m.unlock();
-                    }
-                } catch (const std::exception& e) {
-                    std::lock_guard g(error_mutex);
-                    error = e.what();
+        const std::string error = run_contenders(
+            ms, start, start + window,
+            [](RedisMutex& m, Clock::time_point) {
+                m.lock();
+                return true;
+            },
+            [&](std::size_t t, const ContenderTurn& turn) {
+                ++count[t];
+                if (turn.previous_holder == static_cast<int>(t)) ++same[t];
+                if (turn.previous_release_ns != 0) {
+                    handovers[t].push_back(static_cast<double>(steady_ns(turn.got) - turn.previous_release_ns) / 1e9);
                 }
+                longest[t] = std::max(longest[t], std::chrono::duration<double>(turn.got - turn.asked).count());
             });
-        }
-        for (auto& th : pool) th.join();
         if (!error.empty()) {
             state.SkipWithError(error.c_str());
             break;

@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "contenders.h"
 #include "families.h"
 #include "handover_worker.h"
 #include "lockstep/core/error.h"
@@ -529,49 +530,19 @@ struct WaitersOutcome {
 template <class M>
 WaitersOutcome run_waiters(const std::vector<M*>& mutexes, Clock::time_point start, Clock::time_point end) {
     const std::size_t threads = mutexes.size();
-    std::atomic<int> last_holder{-1};
-    std::atomic<std::int64_t> last_release_ns{0};
     std::vector<long long> count(threads, 0), same(threads, 0);
     std::vector<std::vector<double>> handovers(threads);
-    std::mutex error_mutex;
-    std::string error;
-    auto ns = [](Clock::time_point t) {
-        return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-    };
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (std::size_t t = 0; t < threads; ++t) {
-        pool.emplace_back([&, t] {
-            M& m = *mutexes[t];
-            const int me = static_cast<int>(t);
-            try {
-                std::this_thread::sleep_until(start);
-                while (Clock::now() < end) {
-                    if (!m.try_lock_until(end)) break;
-                    const auto got = Clock::now();
-                    const int prev = last_holder.load();
-                    const std::int64_t released = last_release_ns.load();
-                    if (got <= end) {
-                        ++count[t];
-                        if (prev == me) {
-                            ++same[t];
-                        } else if (released != 0) {
-                            handovers[t].push_back(static_cast<double>(ns(got) - released) / 1e9);
-                        }
-                    }
-                    last_holder.store(me);
-                    last_release_ns.store(ns(Clock::now()));
-                    m.unlock();
-                }
-            } catch (const std::exception& e) {
-                std::lock_guard g(error_mutex);
-                error = e.what();
+    WaitersOutcome out;
+    out.error = run_contenders(
+        mutexes, start, end, [](M& m, Clock::time_point until) { return m.try_lock_until(until); },
+        [&](std::size_t t, const ContenderTurn& turn) {
+            ++count[t];
+            if (turn.previous_holder == static_cast<int>(t)) {
+                ++same[t];
+            } else if (turn.previous_release_ns != 0) {
+                handovers[t].push_back(static_cast<double>(steady_ns(turn.got) - turn.previous_release_ns) / 1e9);
             }
         });
-    }
-    for (auto& th : pool) th.join();
-    WaitersOutcome out;
-    out.error = error;
     for (std::size_t t = 0; t < threads; ++t) {
         out.acquisitions += count[t];
         out.same_thread += same[t];
