@@ -9,13 +9,13 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -29,6 +29,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/db/db.h"
+#include "lockstep/servers/child_process.h"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -275,31 +276,19 @@ TEST(LocalServers, ServersDieAndTempDirGoesWhenTheOwnerIsKilled) {
     };
     const int dirs_before = lockstep_dirs();
 
-    int out[2];
-    ASSERT_EQ(::pipe(out), 0);
-    pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-        ::dup2(out[1], 1);
-        ::close(out[0]);
-        ::setenv("LOCKSTEP_TEST_ROLE", "servers-owner", 1);
-        ::setenv("TMPDIR", tmp.c_str(), 1);
-        ::execl("/proc/self/exe", "test_servers", static_cast<char*>(nullptr));
-        _exit(127);
-    }
-    ::close(out[1]);
-    std::string line;
-    char c;
-    while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    ::close(out[0]);
+    lockstep::testing::ChildProcess owner({"test_servers"},
+                                          {{"LOCKSTEP_TEST_ROLE", "servers-owner"}, {"TMPDIR", tmp.string()}});
+    // Both servers start before the line comes (mariadbd's first start is the slow part).
+    const std::optional<std::string> line = owner.read_line(120s);
+    ASSERT_TRUE(line) << "the owner never reported its servers";
     int redis_pid = 0, mysql_pid = 0;
-    ASSERT_EQ(std::sscanf(line.c_str(), "%d %d", &redis_pid, &mysql_pid), 2) << "child said: " << line;
+    ASSERT_EQ(std::sscanf(line->c_str(), "%d %d", &redis_pid, &mysql_pid), 2) << "child said: " << *line;
     ASSERT_TRUE(process_alive(redis_pid));
     ASSERT_TRUE(process_alive(mysql_pid));
     EXPECT_EQ(lockstep_dirs(), dirs_before + 1);
 
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
+    owner.signal(SIGKILL);
+    owner.wait();
     lockstep::test::eventually(
         [&] { return !process_alive(redis_pid) && !process_alive(mysql_pid) && lockstep_dirs() <= dirs_before; }, 10s,
         20ms);  // the checks below say which one is left
