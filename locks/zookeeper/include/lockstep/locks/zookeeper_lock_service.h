@@ -80,6 +80,8 @@ struct ZooKeeperLockStats {
     std::uint64_t handles_closed = 0;   // client handles closed (by the replacer, or by the last call on it)
     std::uint64_t forced_expiry_retries = 0;  // expire_session() attempts that ended nothing (tried again)
     std::uint64_t expiries = 0;         // sessions seen to end by expiry (each one's holds reported lost)
+    std::uint64_t nodes_given_up = 0;   // queue nodes left by an acquisition that gave up (deleted in the background)
+    std::uint64_t sessions_given_up = 0;  // sessions closed after a whole session timeout disconnected
 };
 
 class ZooKeeperLockService : public LockService {
