@@ -1,5 +1,6 @@
-// ZooKeeperLockService: Curator's lock recipes over libzookeeper-mt's synchronous API (built
-// with THREADED). The hold flow (reentrancy, typed errors, loss reporting) is hold_table.h's.
+// ZooKeeperLockService: Curator's lock recipes over libzookeeper-mt (built with THREADED; an
+// acquisition's calls asynchronous, each waited for until the acquisition's limit). The hold flow
+// (reentrancy, typed errors, loss reporting) is hold_table.h's.
 #include "lockstep/locks/zookeeper_lock_service.h"
 
 #include <zookeeper/zookeeper.h>
@@ -461,13 +462,13 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
 
     // ---- an acquisition's calls: asynchronous, waited for until the acquisition's limit ----
     //
-    // A synchronous call waits inside libzookeeper until the reply or a connection loss, and a
-    // connection loss used to be waited out (up to T + connect_timeout) and repeated, with no
-    // regard for the caller's deadline: with the ensemble's replies late by the session timeout,
-    // try_lock_until returned ~20 s past its deadline (a listing and the give-up delete, each
-    // waiting for a reconnect that the latency never let complete). So a waiter's calls are sent
-    // asynchronously and waited for until its limit (acquire_in_session), and a node it gives up
-    // is deleted in the background (give_up_node).
+    // A synchronous call waits inside libzookeeper until the reply or a connection loss, and
+    // call() waits a connection loss out (up to T + connect_timeout) and repeats the call, with no
+    // regard for a caller's deadline: with the ensemble's replies late by the session timeout, a
+    // waiter's listing and then the delete of its node, each waiting for a reconnect the latency
+    // never lets complete, end ~20 s past its deadline. So a waiter's calls are sent
+    // asynchronously and waited for until its limit (acquire()), and a node it gives up is
+    // deleted in the background (give_up_node).
 
     // Not a ZooKeeper code (those are <= 0): no reply came by the caller's limit.
     static constexpr int kNoReplyInTime = 2;
@@ -1007,12 +1008,16 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             const auto timeout = zh ? std::chrono::milliseconds(zoo_recv_timeout(zh)) : zk.session_timeout;
             const bool cut_off = !expired && disconnected_since != SteadyTime{} &&
                                  SteadyClock::now() - disconnected_since > timeout;
-            if (cut_off && !unreachable_reported) {
+            // Only a session that was established is closed: one never connected has no node.
+            const bool close_it = cut_off && connected_once && current;
+            if (cut_off && (!unreachable_reported || close_it)) {
                 unreachable_reported = true;  // until connected again (event())
-                queue_report(LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout", 0);
+                // A closed session's report carries its generation, so that expire_session() sees
+                // its end (the holds an earlier report named are not reported twice).
+                queue_report(LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout",
+                             close_it ? session : 0);
             }
-            // Only a session that was established: one never connected has no node to free.
-            if (cut_off && connected_once && current) {
+            if (close_it) {
                 expired = true;
                 given_up.clear();  // they go with the session
                 ++stats.sessions_given_up;

@@ -25,7 +25,13 @@
 //     callback may block, or lock and unlock other locks of this service; a new session opens
 //     meanwhile. A slow callback only delays the reports queued after it.
 //     A service that stays disconnected for a whole session timeout reports its holds lost too
-//     (Unreachable), since the ensemble has expired the session by then (Curator's LOST).
+//     (Unreachable), since the ensemble has expired the session by then (Curator's LOST), and
+//     closes that session itself: its reconnection attempts, when the ensemble's replies are only
+//     late, would keep renewing it at the ensemble, nodes and all.
+//   - try_lock_until / try_lock_for return by max(deadline, start + T) whatever the network does
+//     (false, or ConnectionError when no session could be opened by then): every call of an
+//     acquisition is waited for until then, and the queue node of one that gives up is deleted
+//     in the background, again after every reconnect until the ensemble confirms it.
 //   - A hold is valid until last_heard() + T − drift (T: the session timeout): the ensemble
 //     expires the session T after it last heard from the client, whenever the client library
 //     gets round to declaring the connection lost.
