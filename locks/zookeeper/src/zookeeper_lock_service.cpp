@@ -155,6 +155,12 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // Queue nodes no acquisition waits on any more (give_up_node), path -> session generation:
     // deleted in the background, sent again after every reconnect until the ensemble confirms.
     std::map<std::string, std::uint64_t> given_up GUARDED_BY(mu);
+    struct Sweep {
+        std::string dir;
+        std::string node_prefix;  // "_c_<guid>-...": the attempt's nodes
+        std::uint64_t gen = 0;
+    };
+    std::vector<Sweep> sweeps GUARDED_BY(mu);  // sweep_later(): listed after the next reconnect
     // One thread at a time replaces an expired session (handle()); taken before `mu`, never
     // while holding it.
     Mutex replace_mu ACQUIRED_BEFORE(mu);
@@ -236,6 +242,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     void event(zhandle_t* h, int type, int state, const std::string& path) EXCLUDES(mu) {
         std::uint64_t probe_now = 0;  // the generation to probe once connected
         std::vector<std::string> delete_again;  // given-up nodes whose delete a disconnection lost
+        std::vector<Sweep> sweep_now;           // creates whose outcome a disconnection hid
         {
             MutexLock g(mu);
             if (h != zh) return;  // an old handle's last words
@@ -248,6 +255,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                     for (const auto& [node, gen] : given_up) {
                         if (current && gen == current->gen) delete_again.push_back(node);
                     }
+                    for (const auto& s : sweeps) {
+                        if (current && s.gen == current->gen) sweep_now.push_back(s);
+                    }
+                    sweeps.clear();
                     unreachable_reported = false;
                     // Connected in the same session: the disconnection's bound goes; the holds
                     // still valid are valid until last heard + T, moved on by the probe sent below.
@@ -273,6 +284,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         // Asynchronous, so safe on the event thread; h is open while its event thread runs.
         if (probe_now != 0) heard.probe(h, zk.root, probe_now);
         for (const auto& node : delete_again) send_give_up(h, node);
+        for (const auto& s : sweep_now) send_sweep(h, s);
         changed.notify_all();
     }
 
@@ -296,6 +308,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         if (expired) return;
         expired = true;
         given_up.clear();  // gone with the session
+        sweeps.clear();
         ++stats.expiries;
         queue_report(LockLossReason::Expired, "the ZooKeeper session expired", session);
     }
@@ -490,6 +503,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         Stat st{};
         std::string value;                 // a create's path
         std::vector<std::string> strings;  // a listing
+        std::string dir, node_prefix;      // a create's: where to sweep if its reply is lost late
     };
     using ReplyPtr = std::shared_ptr<Reply>;
 
@@ -528,6 +542,12 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
         // Asynchronous, so safe on the completion thread; h is open while it runs.
         if (late) r->state->give_up_node(r->h, r->gen, r->value);
+        bool unknown = false;  // abandoned, and a connection loss took the reply: maybe created
+        {
+            MutexLock g(r->mu);
+            unknown = r->abandoned && connection_lost(rc);
+        }
+        if (unknown) r->state->sweep_later(r->h, r->gen, r->dir, r->node_prefix);
     }
 
     // Sends one request: `send(data)` calls a zoo_a* function with `data` for its completion.
@@ -622,7 +642,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
 
     // Creates this attempt's node; after a connection loss, adopts the node a lost reply may
     // have created (found by the attempt's guid) instead of creating a second one. nullopt when
-    // the first create had no reply by `limit` (its completion gives up a node created later).
+    // no reply came by `limit`: a node created by then or later is given up (on_created, or the
+    // sweep after the next reconnect when a connection loss took the reply).
     //
     // The first attempt pipelines the create with the listing of `dir` (one round trip for both:
     // the server answers one session's requests in order, so the listing already has our node)
@@ -632,43 +653,33 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                                                                     const std::string& node_prefix,
                                                                     std::optional<std::vector<std::string>>* listing,
                                                                     SteadyTime limit) EXCLUDES(mu) {
+        const std::string path = dir + "/" + node_prefix;
         for (int attempt = 0;; ++attempt) {
-            char buf[1024];
-            Stat st{};
-            const std::string path = dir + "/" + node_prefix;
-            int rc = 0;
-            if (attempt == 0 && listing) {
-                auto created = std::make_shared<Reply>();
-                created->state = this;
-                created->h = h;
-                created->gen = gen;
-                auto listed = std::make_shared<Reply>();
-                rc = send_request(created, [&](const void* data) {
-                    return zoo_acreate2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
-                                        &State::on_created, data);
-                });
-                // Sent right behind the create: the server answers one session's requests in order.
-                const int list_sent = send_request(listed, [&](const void* data) {
-                    return zoo_aget_children(h, dir.c_str(), 0, &State::on_strings, data);
-                });
-                if (rc == ZOK) rc = wait_reply(*created, limit);
-                if (rc == kNoReplyInTime) return std::nullopt;
-                if (rc == ZOK) {
-                    MutexLock g(created->mu);
-                    std::snprintf(buf, sizeof buf, "%s", created->value.c_str());
-                    st = created->st;
-                }
-                if (rc == ZOK && list_sent == ZOK && wait_reply(*listed, limit) == ZOK) {
+            auto created = std::make_shared<Reply>();
+            created->state = this;
+            created->h = h;
+            created->gen = gen;
+            created->dir = dir;
+            created->node_prefix = node_prefix;
+            auto listed = std::make_shared<Reply>();
+            int rc = send_request(created, [&](const void* data) {
+                return zoo_acreate2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                                    &State::on_created, data);
+            });
+            // Sent right behind the create: the server answers one session's requests in order.
+            const int list_sent = attempt == 0 && listing && rc == ZOK ? send_request(listed, [&](const void* data) {
+                return zoo_aget_children(h, dir.c_str(), 0, &State::on_strings, data);
+            }) : ZSYSTEMERROR;
+            if (rc == ZOK) rc = wait_reply(*created, limit);
+            if (rc == kNoReplyInTime) return std::nullopt;
+            if (rc == ZOK) {
+                if (list_sent == ZOK && wait_reply(*listed, limit) == ZOK) {
                     MutexLock g(listed->mu);
                     *listing = std::move(listed->strings);
                 }
-            } else {
-                rc = zoo_create2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, buf, sizeof buf,
-                                 &st);
-            }
-            if (rc == ZOK) {
-                const std::string full = buf;
-                return std::pair<std::string, std::int64_t>{full.substr(full.rfind('/') + 1), st.czxid};
+                MutexLock g(created->mu);
+                const std::string& full = created->value;
+                return std::pair<std::string, std::int64_t>{full.substr(full.rfind('/') + 1), created->st.czxid};
             }
             if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
                 session_ended(h);
@@ -679,31 +690,94 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 ensure_path(h, dir, ZOO_CONTAINER);
                 continue;
             }
-            if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && attempt < 5) {
+            if (!connection_lost(rc)) fail(rc, "create " + path);
+            // The reply was lost; the create may have been applied.
+            {
+                MutexLock g(mu);
+                ++stats.create_retries;
+            }
+            if (attempt >= 5 || !wait_connected(limit)) {
                 {
                     MutexLock g(mu);
-                    ++stats.create_retries;
-                }
-                if (!wait_connected(limit)) {
-                    MutexLock g(mu);
                     if (expired || h != zh) throw SessionEnded{};  // the session took the node (if any)
-                    fail(rc, "create " + path);
                 }
-                for (const auto& c : children(h, dir)) {
-                    if (c.rfind(node_prefix, 0) != 0) continue;
-                    Stat s2{};
-                    const std::string found = dir + "/" + c;
-                    if (call(h, [&] { return zoo_exists(h, found.c_str(), 0, &s2); }) != ZOK) break;
-                    MutexLock g(mu);
-                    ++stats.adopted_nodes;
-                    return std::pair<std::string, std::int64_t>{c, s2.czxid};
-                }
-                continue;
+                sweep_later(h, gen, dir, node_prefix);
+                if (SteadyClock::now() >= limit) return std::nullopt;
+                fail(rc, "create " + path);
             }
-            fail(rc, "create " + path);
+            auto found = children_until(h, dir, limit);
+            if (!found) {
+                sweep_later(h, gen, dir, node_prefix);
+                return std::nullopt;
+            }
+            for (const auto& c : *found) {
+                if (c.rfind(node_prefix, 0) != 0) continue;
+                const std::string found_path = dir + "/" + c;
+                const auto [exists_rc, reply] = call_until(h, limit, [&](const void* data) {
+                    return zoo_aexists(h, found_path.c_str(), 0, &State::on_stat, data);
+                });
+                if (exists_rc != ZOK) {
+                    give_up_node(h, gen, found_path);
+                    if (exists_rc == kNoReplyInTime) return std::nullopt;
+                    break;  // gone meanwhile: create again
+                }
+                std::int64_t czxid = 0;
+                {
+                    MutexLock r(reply->mu);  // orders the completion's writes before this read
+                    czxid = reply->st.czxid;
+                }
+                MutexLock g(mu);
+                ++stats.adopted_nodes;
+                return std::pair<std::string, std::int64_t>{c, czxid};
+            }
         }
     }
 
+    // Creates of session `gen` whose outcome is unknown (a connection loss took the reply) and
+    // that nobody retries: `dir` is listed after the next reconnect, and a node found with the
+    // attempt's guid prefix is given up. Never throws.
+    void sweep_later(zhandle_t* h, std::uint64_t gen, const std::string& dir, const std::string& node_prefix) noexcept
+        EXCLUDES(mu) {
+        MutexLock g(mu);
+        if (expired || session != gen || h != zh) return;  // gone with its session
+        sweeps.push_back(Sweep{dir, node_prefix, gen});
+        // Already connected again: sweep now (event() sweeps only on the next reconnect).
+        if (zstate == ZOO_CONNECTED_STATE) {
+            std::vector<Sweep> now;
+            now.swap(sweeps);
+            g.unlock();
+            for (const auto& s : now) send_sweep(h, s);
+        }
+    }
+
+    void send_sweep(zhandle_t* h, const Sweep& s) noexcept {
+        struct Data {
+            State* state;
+            zhandle_t* h;
+            Sweep sweep;
+        };
+        auto* data = new Data{this, h, s};
+        const int rc = zoo_aget_children(
+            h, s.dir.c_str(), 0,
+            [](int rc, const String_vector* v, const void* d) {
+                const std::unique_ptr<const Data> owned(static_cast<const Data*>(d));
+                State& st = *owned->state;
+                if (connection_lost(rc)) {  // again after the next reconnect
+                    MutexLock g(st.mu);
+                    if (!st.expired && st.session == owned->sweep.gen) st.sweeps.push_back(owned->sweep);
+                    return;
+                }
+                if (rc != ZOK || !v) return;
+                for (int i = 0; i < v->count; ++i) {
+                    const std::string child = v->data[i];
+                    if (child.rfind(owned->sweep.node_prefix, 0) == 0) {
+                        st.give_up_node(owned->h, owned->sweep.gen, owned->sweep.dir + "/" + child);
+                    }
+                }
+            },
+            data);
+        if (rc != ZOK) delete data;
+    }
 
     std::string dir_of(const HoldRecord& h) const {
         const std::string path = zk.root + "/" + escape(prefix + h.name);
@@ -1020,6 +1094,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             if (close_it) {
                 expired = true;
                 given_up.clear();  // they go with the session
+                sweeps.clear();
                 ++stats.sessions_given_up;
                 SessionRef closing = std::move(current);
                 zh = nullptr;
