@@ -52,7 +52,7 @@ struct NotYetOnTime {
     const char* backend;
     const char* reason;
 };
-constexpr std::array<NotYetOnTime, 0> kNotYetOnTimeValidity{};  // every backend meets it today
+constexpr std::array<NotYetOnTime, 0> kNotYetOnTimeValidity{};  // empty: every backend meets these cases
 
 constexpr std::chrono::milliseconds kLease{1500};
 // The holder's network deadline for the Redis-based backends: shorter than the lease, as the
