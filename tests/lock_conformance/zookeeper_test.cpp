@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <iostream>
 #include <thread>
 
@@ -22,6 +23,8 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
 #include "lockstep/locks/zookeeper_lock_service.h"
+#include "lockstep/servers/fault_proxy.h"
+#include "lockstep/servers/proxied_lock_service.h"
 
 namespace lockstep::test {
 namespace {
@@ -224,6 +227,73 @@ TEST(ZooKeeperLock, AWaiterThatGivesUpAheadIsNotTakenForTheRelease) {
     w2.join();
     EXPECT_TRUE(w2_got.load());
     EXPECT_EQ(second.stats().handovers_without_listing, 1u) << "W2's second wait had one blocker, H";
+}
+
+// A waiter cut off by latency (everything the ensemble sends it late by 2T, T its session
+// timeout: no reply and no reconnection handshake arrives within the client's 2T/3) while the
+// holder releases, so that its queue node becomes the first. try_lock_until must return by its
+// deadline (false, or a typed error), and its node must not keep the lock from a rival that
+// reaches the ensemble directly while the latency lasts: its reconnection attempts renew the
+// session at the ensemble, so the service closes the session after a whole T disconnected and
+// the ensemble expires it T later (then: by latency + 2T/3 + 4T/3 + T + one tick).
+TEST(ZooKeeperLock, AWaiterCutOffByLatencyGivesUpByItsDeadlineAndDoesNotKeepTheLock) {
+    using Clock = std::chrono::steady_clock;
+    const std::string url = backend_url("zookeeper");
+    constexpr auto kT = 1500ms;  // backend_url's session timeout
+    LockServiceOptions o;
+    o.prefix = "cutoff:";
+    ZooKeeperLockService holder(parse_zookeeper_url(url), o);
+    ZooKeeperLockService rival_service(parse_zookeeper_url(url), o);
+    ProxiedLockService waiter = open_proxied_lock_service(url, o);
+    auto* waiter_zk = dynamic_cast<ZooKeeperLockService*>(waiter.service.get());
+    ASSERT_NE(waiter_zk, nullptr);
+    auto held = holder.make_mutex("line");
+    held->lock();
+    std::atomic<int> watching{0};
+    auto armed = fault::arm("locks.zookeeper.watching", [&] { watching.fetch_add(1); });
+    auto w = waiter.service->make_mutex("line");
+    Clock::time_point deadline{};
+    std::promise<Clock::time_point> deadline_set;
+    std::string outcome;
+    Clock::time_point returned{};
+    std::thread t([&] {
+        deadline = Clock::now() + 3s;
+        deadline_set.set_value(deadline);
+        try {
+            outcome = w->try_lock_until(deadline) ? "acquired" : "not granted";
+        } catch (const Error&) {
+            outcome = "typed error";
+        } catch (const std::exception& e) {
+            outcome = std::string("untyped error: ") + e.what();
+        }
+        returned = Clock::now();
+    });
+    deadline_set.get_future().wait();
+    ASSERT_TRUE(eventually([&] { return watching.load() == 1; }, 20s)) << "the waiter never queued";
+    waiter.latency(2 * kT, FaultDirection::ServerToClient);
+    const auto cut_at = Clock::now();
+    held->unlock();  // the waiter's node is first now; the watch event reaches it 2T late
+    auto rival = rival_service.make_mutex("line");
+    const bool rival_got = rival->try_lock_for(8s);
+    const auto rival_at = Clock::now();
+    t.join();
+    std::cout << "[ measure ] zookeeper, waiter cut off by 2T of latency: " << outcome << " "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(returned - deadline).count()
+              << " ms after its deadline; the rival acquired after "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(rival_at - cut_at).count() << " ms; "
+              << waiter_zk->stats().sessions_given_up << " session(s) closed, " << waiter_zk->stats().nodes_given_up
+              << " node(s) given up\n";
+    EXPECT_TRUE(outcome == "not granted" || outcome == "typed error") << outcome;
+    EXPECT_LE(returned - deadline, 500ms) << "try_lock_until overran its deadline";
+    EXPECT_TRUE(rival_got) << "the cut-off waiter's node kept the lock from the rival";
+    EXPECT_LE(rival_at - cut_at, 3 * kT + 2 * kT / 3 + 1s);
+    EXPECT_GE(waiter_zk->stats().sessions_given_up, 1u);
+    if (rival_got) rival->unlock();
+    // Healed, the waiter's service opens a new session and locks again.
+    waiter.pass();
+    const bool relocked = w->try_lock_for(10s);
+    EXPECT_TRUE(relocked) << "the waiter's service did not lock again once the network healed";
+    if (relocked) w->unlock();
 }
 
 // The floor the ZooKeeper lock cycle is compared with: a raw create-ephemeral-sequential + delete.

@@ -1,5 +1,6 @@
-// ZooKeeperLockService: Curator's lock recipes over libzookeeper-mt's synchronous API (built
-// with THREADED). The hold flow (reentrancy, typed errors, loss reporting) is hold_table.h's.
+// ZooKeeperLockService: Curator's lock recipes over libzookeeper-mt (built with THREADED; an
+// acquisition's calls asynchronous, each waited for until the acquisition's limit). The hold flow
+// (reentrancy, typed errors, loss reporting) is hold_table.h's.
 #include "lockstep/locks/zookeeper_lock_service.h"
 
 #include <zookeeper/zookeeper.h>
@@ -150,6 +151,16 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     };
     std::map<std::string, Watch> watches GUARDED_BY(mu);
     std::uint64_t state_changes GUARDED_BY(mu) = 0;  // session events seen: a waiter re-checks on each
+    bool connected_once GUARDED_BY(mu) = false;       // zh's session was established (it may hold nodes)
+    // Queue nodes no acquisition waits on any more (give_up_node), path -> session generation:
+    // deleted in the background, sent again after every reconnect until the ensemble confirms.
+    std::map<std::string, std::uint64_t> given_up GUARDED_BY(mu);
+    struct Sweep {
+        std::string dir;
+        std::string node_prefix;  // "_c_<guid>-...": the attempt's nodes
+        std::uint64_t gen = 0;
+    };
+    std::vector<Sweep> sweeps GUARDED_BY(mu);  // sweep_later(): listed after the next reconnect
     // One thread at a time replaces an expired session (handle()); taken before `mu`, never
     // while holding it.
     Mutex replace_mu ACQUIRED_BEFORE(mu);
@@ -230,6 +241,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
 
     void event(zhandle_t* h, int type, int state, const std::string& path) EXCLUDES(mu) {
         std::uint64_t probe_now = 0;  // the generation to probe once connected
+        std::vector<std::string> delete_again;  // given-up nodes whose delete a disconnection lost
+        std::vector<Sweep> sweep_now;           // creates whose outcome a disconnection hid
         {
             MutexLock g(mu);
             if (h != zh) return;  // an old handle's last words
@@ -238,6 +251,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 ++state_changes;
                 if (state == ZOO_CONNECTED_STATE) {
                     disconnected_since = {};
+                    connected_once = true;
+                    for (const auto& [node, gen] : given_up) {
+                        if (current && gen == current->gen) delete_again.push_back(node);
+                    }
+                    for (const auto& s : sweeps) {
+                        if (current && s.gen == current->gen) sweep_now.push_back(s);
+                    }
+                    sweeps.clear();
                     unreachable_reported = false;
                     // Connected in the same session: the disconnection's bound goes; the holds
                     // still valid are valid until last heard + T, moved on by the probe sent below.
@@ -262,6 +283,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
         // Asynchronous, so safe on the event thread; h is open while its event thread runs.
         if (probe_now != 0) heard.probe(h, zk.root, probe_now);
+        for (const auto& node : delete_again) send_give_up(h, node);
+        for (const auto& s : sweep_now) send_sweep(h, s);
         changed.notify_all();
     }
 
@@ -284,6 +307,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     void end_session() REQUIRES(mu) {
         if (expired) return;
         expired = true;
+        given_up.clear();  // gone with the session
+        sweeps.clear();
         ++stats.expiries;
         queue_report(LockLossReason::Expired, "the ZooKeeper session expired", session);
     }
@@ -327,9 +352,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    // Opens a session. zookeeper_init runs with mu held, so the new handle's first event waits
-    // in event() until zh names it.
-    void open_session() EXCLUDES(mu) {
+    // Opens a session and waits for it until `until` or connect_timeout, whichever comes first
+    // (ConnectionError then; the handle stays current and goes on connecting). zookeeper_init runs
+    // with mu held, so the new handle's first event waits in event() until zh names it.
+    void open_session(SteadyTime until = SteadyTime::max()) EXCLUDES(mu) {
         zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
         zhandle_t* h = nullptr;
         {
@@ -349,14 +375,15 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             ++stats.sessions;
             disconnected_since = SteadyClock::now();
             unreachable_reported = false;
+            connected_once = false;
         }
         MutexLock g(mu);
-        const auto until = SteadyClock::now() + zk.connect_timeout;
+        const auto limit = std::min(until, SteadyClock::now() + zk.connect_timeout);
         while (zstate != ZOO_CONNECTED_STATE && !expired) {
-            if (changed.wait_until(mu, until) == std::cv_status::timeout) break;
+            if (changed.wait_until(mu, limit) == std::cv_status::timeout) break;
         }
         if (zstate != ZOO_CONNECTED_STATE || expired) {
-            throw ConnectionError("ZooKeeper " + zk.hosts + ": no session within connect_timeout");
+            throw ConnectionError("ZooKeeper " + zk.hosts + ": no session within connect_timeout or by the caller's deadline");
         }
     }
 
@@ -364,7 +391,8 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     // threads that both saw the expiry used to open a session each, and the one not kept in `zh`
     // was never closed: its ephemeral nodes (a waiter's queue entry) blocked the lock forever.
     // The caller keeps the returned reference for as long as it calls on the handle (ZkSession).
-    SessionRef handle() EXCLUDES(mu, replace_mu) {
+    // A replacement waits for the new session until `open_until` at most (open_session).
+    SessionRef handle(SteadyTime open_until = SteadyTime::max()) EXCLUDES(mu, replace_mu) {
         {
             MutexLock g(mu);
             if (!expired && current) return current;
@@ -382,7 +410,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         // Without mu: closing joins the thread that runs on_event. Closed here unless a call on
         // it is still running; then that call's thread closes it when it is done.
         old.reset();
-        open_session();
+        open_session(open_until);
         MutexLock g(mu);
         return current;
     }
@@ -435,16 +463,6 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         }
     }
 
-    // Deletes a node of session `h` (our queue entry given up): a node left behind in a live
-    // session would block the lock until that session ends, so a connection loss is retried.
-    // ZNONODE is success (a repeated delete). Never throws.
-    void delete_node(zhandle_t* h, const std::string& path) noexcept EXCLUDES(mu) {
-        try {
-            call(h, [&] { return zoo_delete(h, path.c_str(), -1); });
-        } catch (...) {  // SessionEnded: the node went with the session
-        }
-    }
-
     std::vector<std::string> children(zhandle_t* h, const std::string& dir) EXCLUDES(mu) {
         String_vector v{};
         const int rc = call(h, [&] { return zoo_get_children(h, dir.c_str(), 0, &v); });
@@ -455,33 +473,213 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         return out;
     }
 
+    // ---- an acquisition's calls: asynchronous, waited for until the acquisition's limit ----
+    //
+    // A synchronous call waits inside libzookeeper until the reply or a connection loss, and
+    // call() waits a connection loss out (up to T + connect_timeout) and repeats the call, with no
+    // regard for a caller's deadline: with the ensemble's replies late by the session timeout, a
+    // waiter's listing and then the delete of its node, each waiting for a reconnect the latency
+    // never lets complete, end ~20 s past its deadline. So a waiter's calls are sent
+    // asynchronously and waited for until its limit (acquire()), and a node it gives up is
+    // deleted in the background (give_up_node).
+
+    // Not a ZooKeeper code (those are <= 0): no reply came by the caller's limit.
+    static constexpr int kNoReplyInTime = 2;
+
+    // One asynchronous request's reply, shared by the caller and the completion (on the client's
+    // completion thread). A caller that stops waiting at its limit leaves the reply to the
+    // completion; a create answered after that gives its node up there (on_created), so no node
+    // stays in a live session with nobody waiting on it. The payload fields are written by the
+    // completion before `done` and read by the caller after it, both ordered by `mu`.
+    struct Reply {
+        State* state = nullptr;  // for a create: whose node to give up if it comes late
+        zhandle_t* h = nullptr;
+        std::uint64_t gen = 0;
+        Mutex mu;
+        CondVar cv;
+        bool done GUARDED_BY(mu) = false;
+        bool abandoned GUARDED_BY(mu) = false;  // the caller stopped waiting
+        int rc = ZSYSTEMERROR;
+        Stat st{};
+        std::string value;                 // a create's path
+        std::vector<std::string> strings;  // a listing
+        std::string dir, node_prefix;      // a create's: where to sweep if its reply is lost late
+    };
+    using ReplyPtr = std::shared_ptr<Reply>;
+
+    // A completion's `data`: a heap copy of the reply's pointer, freed here.
+    static ReplyPtr take(const void* data) {
+        std::unique_ptr<const ReplyPtr> owned(static_cast<const ReplyPtr*>(data));
+        return *owned;
+    }
+    static void complete(Reply& r, int rc) EXCLUDES(r.mu) {
+        MutexLock g(r.mu);
+        r.rc = rc;
+        r.done = true;
+        r.cv.notify_all();
+    }
+    static void on_stat(int rc, const Stat* st, const void* data) {
+        const ReplyPtr r = take(data);
+        if (rc == ZOK && st) r->st = *st;
+        complete(*r, rc);
+    }
+    static void on_strings(int rc, const String_vector* v, const void* data) {
+        const ReplyPtr r = take(data);
+        if (rc == ZOK && v) r->strings.assign(v->data, v->data + v->count);
+        complete(*r, rc);
+    }
+    static void on_created(int rc, const char* value, const Stat* st, const void* data) {
+        const ReplyPtr r = take(data);
+        if (rc == ZOK && value) r->value = value;
+        if (rc == ZOK && st) r->st = *st;
+        bool late = false;
+        {
+            MutexLock g(r->mu);
+            r->rc = rc;
+            r->done = true;
+            late = r->abandoned && rc == ZOK && value;
+            r->cv.notify_all();
+        }
+        // Asynchronous, so safe on the completion thread; h is open while it runs.
+        if (late) r->state->give_up_node(r->h, r->gen, r->value);
+        bool unknown = false;  // abandoned, and a connection loss took the reply: maybe created
+        {
+            MutexLock g(r->mu);
+            unknown = r->abandoned && connection_lost(rc);
+        }
+        if (unknown) r->state->sweep_later(r->h, r->gen, r->dir, r->node_prefix);
+    }
+
+    // Sends one request: `send(data)` calls a zoo_a* function with `data` for its completion.
+    template <class Send>
+    static int send_request(const ReplyPtr& r, Send&& send) {
+        auto* data = new ReplyPtr(r);
+        const int rc = send(static_cast<const void*>(data));
+        if (rc != ZOK) delete data;  // no completion will run
+        return rc;
+    }
+
+    // The reply's code, or kNoReplyInTime once `limit` passed (the reply is the completion's then).
+    static int wait_reply(Reply& r, SteadyTime limit) EXCLUDES(r.mu) {
+        MutexLock g(r.mu);
+        while (!r.done) {
+            if (r.cv.wait_until(r.mu, limit) == std::cv_status::timeout && !r.done) {
+                r.abandoned = true;
+                return kNoReplyInTime;
+            }
+        }
+        return r.rc;
+    }
+
+    // One idempotent request of session `h`, waited for until `limit`; after a connection loss it
+    // waits for the reconnect within the session and is sent again (call()'s retry), never past
+    // `limit` (kNoReplyInTime then). SessionEnded when the session ended.
+    template <class Send>
+    std::pair<int, ReplyPtr> call_until(zhandle_t* h, SteadyTime limit, Send&& send) EXCLUDES(mu) {
+        for (int attempt = 0;; ++attempt) {
+            auto r = std::make_shared<Reply>();
+            int rc = send_request(r, send);
+            if (rc == ZOK) rc = wait_reply(*r, limit);
+            if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
+                session_ended(h);
+                throw SessionEnded{};
+            }
+            if (!connection_lost(rc) || attempt >= 10) return {rc, r};
+            {
+                MutexLock g(mu);
+                ++stats.connection_retries;
+            }
+            const bool connected = wait_connected(limit);
+            MutexLock g(mu);
+            if (expired || h != zh) throw SessionEnded{};
+            if (!connected) return {SteadyClock::now() >= limit ? kNoReplyInTime : rc, r};
+        }
+    }
+
+    // The children of `dir` (empty if it is gone); nullopt when no reply came by `limit`.
+    std::optional<std::vector<std::string>> children_until(zhandle_t* h, const std::string& dir, SteadyTime limit)
+        EXCLUDES(mu) {
+        auto [rc, r] = call_until(h, limit, [&](const void* data) {
+            return zoo_aget_children(h, dir.c_str(), 0, &State::on_strings, data);
+        });
+        if (rc == kNoReplyInTime) return std::nullopt;
+        if (rc == ZNONODE) return std::vector<std::string>{};
+        if (rc != ZOK) fail(rc, "get_children " + dir);
+        MutexLock g(r->mu);  // orders the completion's writes before these reads
+        return std::move(r->strings);
+    }
+
+    // Gives up a queue node of session `gen` that no acquisition waits on any more (a deadline, an
+    // error, a create answered too late): one asynchronous delete now, sent again after every
+    // reconnect until the ensemble confirms it (event()), so the caller returns at once. A node
+    // left in a live session would keep the lock from everybody behind it; whatever the deletes
+    // never reach goes with the session, which run_watchdog() closes after a whole session
+    // timeout disconnected. Never throws.
+    void give_up_node(zhandle_t* h, std::uint64_t gen, const std::string& path) noexcept EXCLUDES(mu) {
+        {
+            MutexLock g(mu);
+            if (expired || session != gen || h != zh) return;  // gone with its session
+            given_up[path] = gen;
+            ++stats.nodes_given_up;
+        }
+        send_give_up(h, path);
+    }
+
+    void send_give_up(zhandle_t* h, const std::string& path) noexcept {
+        using Data = std::pair<State*, std::string>;
+        auto* data = new Data(this, path);
+        const int rc = zoo_adelete(
+            h, path.c_str(), -1,
+            [](int rc, const void* d) {
+                const std::unique_ptr<const Data> owned(static_cast<const Data*>(d));
+                if (connection_lost(rc)) return;  // sent again once reconnected (event())
+                MutexLock g(owned->first->mu);
+                owned->first->given_up.erase(owned->second);  // deleted, already gone, or the session ended
+            },
+            data);
+        if (rc != ZOK) delete data;
+    }
+
     // Creates this attempt's node; after a connection loss, adopts the node a lost reply may
-    // have created (found by the attempt's guid) instead of creating a second one.
+    // have created (found by the attempt's guid) instead of creating a second one. nullopt when
+    // no reply came by `limit`: a node created by then or later is given up (on_created, or the
+    // sweep after the next reconnect when a connection loss took the reply).
     //
     // The first attempt pipelines the create with the listing of `dir` (one round trip for both:
     // the server answers one session's requests in order, so the listing already has our node)
     // and puts the listing in `*listing`; Curator sends them one after the other, which made the
     // uncontended cycle 3 round trips against the raw floor's 2.
-    std::pair<std::string, std::int64_t> create_node(zhandle_t* h, const std::string& dir, const std::string& node_prefix,
-                                                     std::optional<std::vector<std::string>>* listing) EXCLUDES(mu) {
+    std::optional<std::pair<std::string, std::int64_t>> create_node(zhandle_t* h, std::uint64_t gen, const std::string& dir,
+                                                                    const std::string& node_prefix,
+                                                                    std::optional<std::vector<std::string>>* listing,
+                                                                    SteadyTime limit) EXCLUDES(mu) {
+        const std::string path = dir + "/" + node_prefix;
         for (int attempt = 0;; ++attempt) {
-            char buf[1024];
-            Stat st{};
-            const std::string path = dir + "/" + node_prefix;
-            int rc = 0;
-            if (attempt == 0 && listing) {
-                Pipelined p;
-                rc = create_and_list(h, path, dir, p);
-                std::snprintf(buf, sizeof buf, "%s", p.created.c_str());
-                st = p.st;
-                if (rc == ZOK && p.list_rc == ZOK) *listing = std::move(p.children);
-            } else {
-                rc = zoo_create2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, buf, sizeof buf,
-                                 &st);
-            }
+            auto created = std::make_shared<Reply>();
+            created->state = this;
+            created->h = h;
+            created->gen = gen;
+            created->dir = dir;
+            created->node_prefix = node_prefix;
+            auto listed = std::make_shared<Reply>();
+            int rc = send_request(created, [&](const void* data) {
+                return zoo_acreate2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                                    &State::on_created, data);
+            });
+            // Sent right behind the create: the server answers one session's requests in order.
+            const int list_sent = attempt == 0 && listing && rc == ZOK ? send_request(listed, [&](const void* data) {
+                return zoo_aget_children(h, dir.c_str(), 0, &State::on_strings, data);
+            }) : ZSYSTEMERROR;
+            if (rc == ZOK) rc = wait_reply(*created, limit);
+            if (rc == kNoReplyInTime) return std::nullopt;
             if (rc == ZOK) {
-                const std::string full = buf;
-                return {full.substr(full.rfind('/') + 1), st.czxid};
+                if (list_sent == ZOK && wait_reply(*listed, limit) == ZOK) {
+                    MutexLock g(listed->mu);
+                    *listing = std::move(listed->strings);
+                }
+                MutexLock g(created->mu);
+                const std::string& full = created->value;
+                return std::pair<std::string, std::int64_t>{full.substr(full.rfind('/') + 1), created->st.czxid};
             }
             if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
                 session_ended(h);
@@ -492,79 +690,93 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 ensure_path(h, dir, ZOO_CONTAINER);
                 continue;
             }
-            if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && attempt < 5) {
+            if (!connection_lost(rc)) fail(rc, "create " + path);
+            // The reply was lost; the create may have been applied.
+            {
+                MutexLock g(mu);
+                ++stats.create_retries;
+            }
+            if (attempt >= 5 || !wait_connected(limit)) {
                 {
                     MutexLock g(mu);
-                    ++stats.create_retries;
-                }
-                if (!wait_connected(SteadyTime::max())) {
-                    MutexLock g(mu);
                     if (expired || h != zh) throw SessionEnded{};  // the session took the node (if any)
-                    fail(rc, "create " + path);
                 }
-                for (const auto& c : children(h, dir)) {
-                    if (c.rfind(node_prefix, 0) != 0) continue;
-                    Stat s2{};
-                    const std::string found = dir + "/" + c;
-                    if (call(h, [&] { return zoo_exists(h, found.c_str(), 0, &s2); }) != ZOK) break;
-                    MutexLock g(mu);
-                    ++stats.adopted_nodes;
-                    return {c, s2.czxid};
-                }
-                continue;
+                sweep_later(h, gen, dir, node_prefix);
+                if (SteadyClock::now() >= limit) return std::nullopt;
+                fail(rc, "create " + path);
             }
-            fail(rc, "create " + path);
+            auto found = children_until(h, dir, limit);
+            if (!found) {
+                sweep_later(h, gen, dir, node_prefix);
+                return std::nullopt;
+            }
+            for (const auto& c : *found) {
+                if (c.rfind(node_prefix, 0) != 0) continue;
+                const std::string found_path = dir + "/" + c;
+                const auto [exists_rc, reply] = call_until(h, limit, [&](const void* data) {
+                    return zoo_aexists(h, found_path.c_str(), 0, &State::on_stat, data);
+                });
+                if (exists_rc != ZOK) {
+                    give_up_node(h, gen, found_path);
+                    if (exists_rc == kNoReplyInTime) return std::nullopt;
+                    break;  // gone meanwhile: create again
+                }
+                std::int64_t czxid = 0;
+                {
+                    MutexLock r(reply->mu);  // orders the completion's writes before this read
+                    czxid = reply->st.czxid;
+                }
+                MutexLock g(mu);
+                ++stats.adopted_nodes;
+                return std::pair<std::string, std::int64_t>{c, czxid};
+            }
         }
     }
 
-    // The two replies of a pipelined create + get_children, filled on the client's completion
-    // thread. The result fields are written by the completions before their done() and read by
-    // the caller after `pending` reached 0, both ordered by `m`.
-    struct Pipelined {
-        Mutex m;
-        CondVar cv;
-        int pending GUARDED_BY(m) = 2;
-        int create_rc = ZSYSTEMERROR;
-        std::string created;
-        Stat st{};
-        int list_rc = ZSYSTEMERROR;
-        std::vector<std::string> children;
-        void done() EXCLUDES(m) {
-            MutexLock g(m);
-            if (--pending == 0) cv.notify_all();
+    // Creates of session `gen` whose outcome is unknown (a connection loss took the reply) and
+    // that nobody retries: `dir` is listed after the next reconnect, and a node found with the
+    // attempt's guid prefix is given up. Never throws.
+    void sweep_later(zhandle_t* h, std::uint64_t gen, const std::string& dir, const std::string& node_prefix) noexcept
+        EXCLUDES(mu) {
+        MutexLock g(mu);
+        if (expired || session != gen || h != zh) return;  // gone with its session
+        sweeps.push_back(Sweep{dir, node_prefix, gen});
+        // Already connected again: sweep now (event() sweeps only on the next reconnect).
+        if (zstate == ZOO_CONNECTED_STATE) {
+            std::vector<Sweep> now;
+            now.swap(sweeps);
+            g.unlock();
+            for (const auto& s : now) send_sweep(h, s);
         }
-    };
+    }
 
-    // Returns the create's result code; p.list_rc and p.children the listing's.
-    static int create_and_list(zhandle_t* h, const std::string& path, const std::string& dir, Pipelined& p) {
-        auto on_created = [](int rc, const char* value, const Stat* stat, const void* data) {
-            auto* q = static_cast<Pipelined*>(const_cast<void*>(data));
-            q->create_rc = rc;
-            if (rc == ZOK && value) q->created = value;
-            if (rc == ZOK && stat) q->st = *stat;
-            q->done();
+    void send_sweep(zhandle_t* h, const Sweep& s) noexcept {
+        struct Data {
+            State* state;
+            zhandle_t* h;
+            Sweep sweep;
         };
-        auto on_listed = [](int rc, const String_vector* v, const void* data) {
-            auto* q = static_cast<Pipelined*>(const_cast<void*>(data));
-            q->list_rc = rc;
-            if (rc == ZOK && v) q->children.assign(v->data, v->data + v->count);
-            q->done();
-        };
-        int rc = zoo_acreate2(h, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, on_created, &p);
-        if (rc != ZOK) {
-            p.create_rc = rc;
-            p.done();
-        }
-        rc = zoo_aget_children(h, dir.c_str(), 0, on_listed, &p);
-        if (rc != ZOK) {
-            p.list_rc = rc;
-            p.done();
-        }
-        // Both completions always come (with an error code on connection loss or close), so p
-        // outlives every callback that uses it.
-        MutexLock g(p.m);
-        while (p.pending != 0) p.cv.wait(p.m);
-        return p.create_rc;
+        auto* data = new Data{this, h, s};
+        const int rc = zoo_aget_children(
+            h, s.dir.c_str(), 0,
+            [](int rc, const String_vector* v, const void* d) {
+                const std::unique_ptr<const Data> owned(static_cast<const Data*>(d));
+                State& st = *owned->state;
+                if (connection_lost(rc)) {  // again after the next reconnect
+                    MutexLock g(st.mu);
+                    if (!st.expired && st.session == owned->sweep.gen) st.sweeps.push_back(owned->sweep);
+                    return;
+                }
+                if (rc != ZOK || !v) return;
+                for (int i = 0; i < v->count; ++i) {
+                    const std::string child = v->data[i];
+                    if (child.rfind(owned->sweep.node_prefix, 0) == 0) {
+                        st.give_up_node(owned->h, owned->sweep.gen, owned->sweep.dir + "/" + child);
+                    }
+                }
+            },
+            data);
+        if (rc != ZOK) delete data;
     }
 
     std::string dir_of(const HoldRecord& h) const {
@@ -574,14 +786,21 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     }
 
     // The session a waiter queued in ended (expired, and maybe already replaced by another
-    // thread): its node is gone with it, so it queues again in the new session.
+    // thread): its node is gone with it, so it queues again in the new session. Also thrown when
+    // a waiter became first only after its session's validity bound and gave its node back.
     struct SessionEnded {};
 
+    // Every call of an acquisition (and the opening of a session it needs) is waited for until
+    // `limit`: the caller's deadline, or the session timeout T after the acquisition started if
+    // that is later (the one attempt of try_lock, whose deadline has passed, still gets its
+    // replies on a sound network). So try_lock_until returns by max(deadline, start + T) whatever
+    // the network does, and the node it leaves is deleted in the background (give_up_node).
     bool acquire(HoldRecord& hold, SteadyTime deadline) override EXCLUDES(mu) {
+        const SteadyTime limit = std::max(deadline, SteadyClock::now() + zk.session_timeout);
         for (;;) {
             table.throw_if_closed();  // never a new session for a destroyed service
             try {
-                return acquire_in_session(hold, deadline);
+                return acquire_in_session(hold, deadline, limit);
             } catch (const SessionEnded&) {
                 if (SteadyClock::now() >= deadline) return false;
             }
@@ -594,11 +813,11 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         return watches[pred_path].fired != seen || state_changes != changes || expired || session != gen || stopping;
     }
 
-    bool acquire_in_session(HoldRecord& hold, SteadyTime deadline) EXCLUDES(mu, replace_mu) {
+    bool acquire_in_session(HoldRecord& hold, SteadyTime deadline, SteadyTime limit) EXCLUDES(mu, replace_mu) {
         // Plain copies, not structured bindings: the lambdas below capture them, which clang 14
         // (the sanitizer and fuzz builds) refuses for bindings.
         // Declared first, so it is released last: after every MutexLock of this function.
-        const SessionRef session_ref = handle();
+        const SessionRef session_ref = handle(limit);
         const auto h = session_ref->zh;
         const auto gen = session_ref->gen;
         // Between picking the handle and the first call on it: where another thread may replace
@@ -607,9 +826,10 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         const std::string dir = dir_of(hold);
         const std::string node_prefix = "_c_" + locks_detail::random_hex_id() + "-" + node_infix(hold.kind);
         std::optional<std::vector<std::string>> listing;
-        const auto created = create_node(h, dir, node_prefix, &listing);
-        const std::string mine = created.first;
-        const auto czxid = created.second;
+        const auto created = create_node(h, gen, dir, node_prefix, &listing, limit);
+        if (!created) return false;  // no reply by the limit (a node created later is given up)
+        const std::string mine = created->first;
+        const auto czxid = created->second;
         const std::string my_path = dir + "/" + mine;
         try {
             for (;;) {
@@ -618,8 +838,11 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 if (listing) {
                     names = std::move(*listing);  // the create's pipelined listing, first time only
                     listing.reset();
+                } else if (auto listed = children_until(h, dir, limit)) {
+                    names = std::move(*listed);
                 } else {
-                    names = children(h, dir);
+                    give_up_node(h, gen, my_path);  // no listing by the limit
+                    return false;
                 }
                 for (const auto& c : names) {
                     if (auto p = parse_child(c)) queue.push_back(*p);
@@ -673,9 +896,14 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                         }
                     }
                 } leave{*this, pred_path};
-                Stat st{};
                 // One watch, on the predecessor only (L9).
-                const int rc = call(h, [&] { return zoo_exists(h, pred_path.c_str(), 1, &st); });
+                const int rc = call_until(h, limit, [&](const void* data) {
+                                   return zoo_aexists(h, pred_path.c_str(), 1, &State::on_stat, data);
+                               }).first;
+                if (rc == kNoReplyInTime) {
+                    give_up_node(h, gen, my_path);
+                    return false;
+                }
                 // Gone before the watch was set. When it was our only blocker we are first:
                 // sequence numbers only grow, so no node can appear ahead of ours.
                 if (rc == ZNONODE && blockers == 1) break;
@@ -696,7 +924,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 if (expired || session != gen) throw SessionEnded{};
                 if (!woke) {
                     g.unlock();
-                    delete_node(h, my_path);  // give up our place
+                    give_up_node(h, gen, my_path);  // give up our place
                     return false;
                 }
                 // The hand-over without a listing: our only blocker was deleted, and sequence
@@ -711,7 +939,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         } catch (const SessionEnded&) {
             throw;  // the node went with the session
         } catch (...) {
-            delete_node(h, my_path);
+            give_up_node(h, gen, my_path);
             throw;
         }
         hold.key = my_path;
@@ -723,8 +951,18 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         // Queue again rather than hand out a hold already lost. (What remains: an expiry between
         // this check and the table's registration; that hold is found gone at unlock.)
         if (expired || session != gen) throw SessionEnded{};
+        // First only after the session's bound had passed (the replies that made us first came
+        // that late): the hold would be lost at the first look, and the ensemble may expire the
+        // session any moment. Given back, never returned (L11, L12); queue again within the deadline.
+        const SteadyTime valid_until = session_valid_until(h);
+        if (SteadyClock::now() >= valid_until) {
+            ++stats.requeued;
+            g.unlock();
+            give_up_node(h, gen, my_path);
+            throw SessionEnded{};
+        }
         // Valid until the session's bound; moved on by every probe reply while in the table.
-        locks_detail::shorten_validity(hold.valid_until, session_valid_until(h));
+        locks_detail::shorten_validity(hold.valid_until, valid_until);
         ++stats.acquired;
         return true;
     }
@@ -831,15 +1069,40 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
     }
 
     // Disconnected for a whole session timeout: the ensemble has expired the session by now,
-    // whether or not this client has heard it (Curator's LOST).
+    // whether or not this client has heard it (Curator's LOST) — unless the client's own
+    // reconnection attempts keep it alive there: with the ensemble's replies late by 2T/3 or
+    // more, no handshake completes, yet each one that reaches the ensemble renews the session,
+    // and the session's nodes (a waiter's queue node that the client cannot delete) kept the
+    // lock from everybody else for as long as the latency lasted. So the client then closes the
+    // session itself, as Curator injects an expiry: the reconnections stop, the ensemble expires
+    // the session T after the last one, and the next acquisition opens a new session.
     void run_watchdog() EXCLUDES(mu) {
         MutexLock g(mu);
         while (!stopping) {
             const auto timeout = zh ? std::chrono::milliseconds(zoo_recv_timeout(zh)) : zk.session_timeout;
-            if (!expired && disconnected_since != SteadyTime{} && SteadyClock::now() - disconnected_since > timeout &&
-                !unreachable_reported) {
+            const bool cut_off = !expired && disconnected_since != SteadyTime{} &&
+                                 SteadyClock::now() - disconnected_since > timeout;
+            // Only a session that was established is closed: one never connected has no node.
+            const bool close_it = cut_off && connected_once && current;
+            if (cut_off && (!unreachable_reported || close_it)) {
                 unreachable_reported = true;  // until connected again (event())
-                queue_report(LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout", 0);
+                // A closed session's report carries its generation, so that expire_session() sees
+                // its end (the holds an earlier report named are not reported twice).
+                queue_report(LockLossReason::Unreachable, "disconnected from ZooKeeper for a whole session timeout",
+                             close_it ? session : 0);
+            }
+            if (close_it) {
+                expired = true;
+                given_up.clear();  // they go with the session
+                sweeps.clear();
+                ++stats.sessions_given_up;
+                SessionRef closing = std::move(current);
+                zh = nullptr;
+                g.unlock();
+                changed.notify_all();  // waiters on it queue again (in a new session)
+                closing.reset();       // closed here, or by the last call still on it (ZkSession)
+                g.lock();
+                continue;
             }
             // Keeps last heard fresh (heard_until): one exists() on the root every T/3.
             if (!expired && current) {

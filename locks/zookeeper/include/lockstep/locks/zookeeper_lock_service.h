@@ -25,7 +25,13 @@
 //     callback may block, or lock and unlock other locks of this service; a new session opens
 //     meanwhile. A slow callback only delays the reports queued after it.
 //     A service that stays disconnected for a whole session timeout reports its holds lost too
-//     (Unreachable), since the ensemble has expired the session by then (Curator's LOST).
+//     (Unreachable), since the ensemble has expired the session by then (Curator's LOST), and
+//     closes that session itself: its reconnection attempts, when the ensemble's replies are only
+//     late, would keep renewing it at the ensemble, nodes and all.
+//   - try_lock_until / try_lock_for return by max(deadline, start + T) whatever the network does
+//     (false, or ConnectionError when no session could be opened by then): every call of an
+//     acquisition is waited for until then, and the queue node of one that gives up is deleted
+//     in the background, again after every reconnect until the ensemble confirms it.
 //   - A hold is valid until last_heard() + T − drift (T: the session timeout): the ensemble
 //     expires the session T after it last heard from the client, whenever the client library
 //     gets round to declaring the connection lost.
@@ -80,6 +86,8 @@ struct ZooKeeperLockStats {
     std::uint64_t handles_closed = 0;   // client handles closed (by the replacer, or by the last call on it)
     std::uint64_t forced_expiry_retries = 0;  // expire_session() attempts that ended nothing (tried again)
     std::uint64_t expiries = 0;         // sessions seen to end by expiry (each one's holds reported lost)
+    std::uint64_t nodes_given_up = 0;   // queue nodes left by an acquisition that gave up (deleted in the background)
+    std::uint64_t sessions_given_up = 0;  // sessions closed after a whole session timeout disconnected
 };
 
 class ZooKeeperLockService : public LockService {
