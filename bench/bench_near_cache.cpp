@@ -152,7 +152,14 @@ void register_near_cache(Environment& env, Plan& plan) {
             const auto miss_before = miss_repo->metrics();
             run_paired(state, ops);
             const auto after = near_repo->metrics();
-            if (after.near_misses != before.near_misses) state.SkipWithError("a near hit missed: not a hit benchmark");
+            // A drop (the channel lost and reconnected: on a busy machine, its server answering no
+            // PING for 3 heartbeats) turns a few near hits into round trips; the median ignores a
+            // few, and the row says how many. More than 1% would make it another benchmark.
+            const auto missed = static_cast<double>(after.near_misses - before.near_misses);
+            state.counters["near_hit_misses"] = missed;
+            if (missed * 100 > static_cast<double>(state.iterations())) {
+                state.SkipWithError("more than 1% of the near hits missed: not a hit benchmark");
+            }
             const auto miss_after = miss_repo->metrics();
             // What went wrong, if a check below fails.
             state.counters["near_miss_local_hits"] = static_cast<double>(miss_after.near_hits - miss_before.near_hits);
@@ -242,6 +249,10 @@ void register_near_cache(Environment& env, Plan& plan) {
                  row.verdict = faster >= 20 && hit <= 1e-6 ? Verdict::Met : Verdict::Missed;
                  row.notes = fixed(faster, 1) + "× faster than the round trip; median per call (p50) of the median "
                              "repetition; includes the envelope-free payload decode (default codec)";
+                 if (const double missed = m.counter("near_hit_misses"); missed > 0) {
+                     row.notes += "; " + fixed(missed, 0) + " calls of that repetition missed (the near cache was "
+                                  "dropped: its channel was lost)";
+                 }
                  row.data = {{"near_hit_seconds", hit}, {"raw_seconds", raw}, {"times_faster", faster}};
                  return row;
              });

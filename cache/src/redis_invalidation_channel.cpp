@@ -230,6 +230,7 @@ void NodeChannel::serve(RedisConnection& conn, RedisConnection* beacon) {
     redisContext* c = t.context;
     auto heard = Clock::now();
     auto pinged = heard;
+    auto unanswered_since = Clock::time_point::max();  // the oldest PING sent since `heard`
     for (;;) {
         if (should_stop()) return;
         pollfd fds[2] = {{c->fd, POLLIN, 0}, {wake_fd.get(), POLLIN, 0}};
@@ -249,9 +250,21 @@ void NodeChannel::serve(RedisConnection& conn, RedisConnection* beacon) {
             }
         }
         const auto now = Clock::now();
-        if (now - heard > kSilentHeartbeats * options.heartbeat) throw ConnectionError("subscriber silent for 3 heartbeats");
+        if (heard >= unanswered_since) unanswered_since = Clock::time_point::max();
+        // Silent: nothing heard for 3 heartbeats although a PING has waited a whole heartbeat for
+        // its answer. A listener that itself ran late (a busy machine: its thread waited for a
+        // CPU and sent no PING) asks first instead of dropping a healthy channel.
+        if (now - heard > kSilentHeartbeats * options.heartbeat && unanswered_since != Clock::time_point::max() &&
+            now - unanswered_since >= options.heartbeat) {
+            // What arrived while this thread did not run (a stalled handler, a busy machine) is
+            // read before the server is judged silent.
+            pollfd pending{c->fd, POLLIN, 0};
+            if (::poll(&pending, 1, 0) > 0) continue;
+            throw ConnectionError("subscriber silent for 3 heartbeats");
+        }
         if (now - pinged >= options.heartbeat) {
             pinged = now;
+            if (unanswered_since == Clock::time_point::max()) unanswered_since = now;
             if (redisAppendCommand(c, "PING") != REDIS_OK || !detail::flush_output(t))
                 detail::throw_failure(c, "near cache subscriber: PING");
             if (beacon != nullptr && !beacon->looks_alive()) throw ConnectionError("the tracking beacon was closed");

@@ -380,6 +380,33 @@ TEST_F(NearCacheRepositoryTest, ASilentPartitionOfTheChannelDropsTheNearCache) {
     EXPECT_EQ(repo->get(id_)->price, 100);
 }
 
+TEST_F(NearCacheRepositoryTest, AListenerThatRanLateKeepsAHealthyChannel) {
+    // The listener thread stops inside the handling of one message for 8 heartbeats (as a busy
+    // machine can stop it); the server stays healthy. It must read what arrived meanwhile and ask
+    // before it calls the channel silent: no reconnect, no drop of the whole near cache.
+    RedisTrackingOptions tracking;
+    tracking.heartbeat = 50ms;
+    auto near = make_near(true, tracking);
+    auto repo = repository(near);
+    hold_locally(*repo, id_);
+    const auto connects = near->channel().connects();
+    const auto drops = repo->metrics().near_drops;
+    fault::Gate stall;
+    auto armed = fault::arm("near.before_invalidate", stall.action());
+    set_price(*repo, 200);  // its invalidation message stops the listener
+    ASSERT_TRUE(stall.wait_arrivals(1, 10s)) << "no invalidation message reached the listener";
+    std::this_thread::sleep_for(8 * tracking.heartbeat);
+    stall.open();
+    armed.disarm();
+    hold_locally(*repo, id_);
+    // Four more heartbeats: a channel judged silent would have reconnected by now.
+    std::this_thread::sleep_for(4 * tracking.heartbeat);
+    EXPECT_EQ(near->channel().connects(), connects);
+    EXPECT_EQ(repo->metrics().near_drops, drops);
+    EXPECT_TRUE(near->channel().intact());
+    EXPECT_EQ(repo->get(id_)->price, 200);
+}
+
 // C12, an invalidation lost during a reconnect: parameter = the drop rule.
 class NearCacheC12Test : public NearCacheRepositoryTest, public ::testing::WithParamInterface<bool> {};
 

@@ -11,8 +11,9 @@
 //     prefixes is announced, read or not.
 //
 // The drop rule (C12): the NearCache is dropped whenever the channel is not known intact:
-//   - the subscriber connection breaks or goes silent (a PING every `heartbeat`; no answer for
-//     3 heartbeats counts as broken), and again when it has reconnected and resubscribed (its new
+//   - the subscriber connection breaks or goes silent (a PING every `heartbeat`; nothing heard
+//     for 3 heartbeats while a PING has waited a heartbeat for its answer counts as broken: a
+//     listener thread that ran late on a busy machine asks before it gives up), and again when it has reconnected and resubscribed (its new
 //     client id makes every earlier redirect dead: the server would report
 //     `tracking-redir-broken` only over RESP3, so readers made before are discarded, never reused);
 //   - a tracked reader (Default) or the beacon (Broadcast) is lost: the server forgets the
@@ -64,7 +65,7 @@ struct RedisTrackingOptions {
     // Broadcast: the key prefixes to announce (a repository's are `<key_prefix>{<entity>:`).
     std::vector<std::string> prefixes;
     // How often the subscriber PINGs and idle readers are checked; silence for 3 heartbeats
-    // breaks the channel.
+    // (with a PING unanswered for at least one) breaks the channel.
     std::chrono::milliseconds heartbeat{100};
     // First wait before a reconnect; doubles up to 1 s.
     std::chrono::milliseconds reconnect_backoff{20};
