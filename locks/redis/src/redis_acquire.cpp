@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "lock_client_impl.h"
+#include "late_grant.h"  // L11: one rule and one give-back for every Redis lock
 #include "replication_wait.h"  // L8: WAIT, failover (confirm_new_hold)
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
@@ -300,13 +301,7 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, const
 
 void RedisLockClient::Impl::give_back_late_grant(const LockSide& side, const std::string& owner) noexcept {
     stats.late_grants.fetch_add(1);
-    try {
-        side.release(owner, true);
-    } catch (const std::exception& e) {
-        logger()->warn("lock '{}': giving back a grant that arrived after its validity failed ({}); its lease ends it",
-                       side.name(), e.what());
-    }
-    lock_log(spdlog::level::debug, side.name(), log_tag(side), "a grant arrived after its validity: given back");
+    lockstep::give_back_late_grant(side.name(), log_tag(side), [&] { side.release(owner, true); });
 }
 
 // One fresh attempt (plain, or queuing with `ticket`); true when acquired, false when busy.
@@ -317,12 +312,9 @@ bool RedisLockClient::Impl::try_fresh(Acquisition& a, const WaitTicket* ticket, 
         out = attempt_once(*this, side, a.owner, side.settings().lease, false, ticket);
         switch (out.status) {
             case AttemptStatus::Acquired:
-                if (SteadyClock::now() >= locks_detail::valid_until_from(sent, side.settings().lease)) {
-                    // L11: the grant's reply came back after the validity it would start had
-                    // ended (a slow network): the server may have expired the key and given the
-                    // lock to someone else meanwhile. It is no hold: what may be left of it is
-                    // given back (the release script deletes only this owner's hold) and the
-                    // caller goes on as if the lock were busy, until its deadline.
+                if (arrived_after_validity(sent, side.settings().lease)) {
+                    // L11 (late_grant.h): no hold; given back, and the caller goes on as if the
+                    // lock were busy, until its deadline.
                     give_back_late_grant(side, a.owner);
                     out = AttemptResult{AttemptStatus::Busy, 1, out.queue_score};
                     return false;

@@ -24,6 +24,7 @@
 #include "hold_table.h"
 #include "hold_table_mutex.h"
 #include "hold_timer.h"
+#include "late_grant.h"
 #include "lockstep/cache/redis_time.h"
 #include "lockstep/cache/redis_client.h"
 #include "lockstep/cache/redis_subscriber.h"
@@ -183,13 +184,13 @@ struct RedisFairLockService::State : locks_detail::HoldBackend {
             if (r.integer() == 0) return std::nullopt;
             return confirm_sent;
         };
-        // L11: a reply that came back after the validity it would start had ended (a slow
-        // network) is no hold: the server may have expired it and given the lock to someone else
-        // meanwhile. What it took is given back (the leave script frees a hold that is this
-        // attempt's, whether taken by its script or granted) and the acquisition goes on.
+        // L11 (late_grant.h, the rule and give-back of every Redis lock): a reply that came
+        // back after the validity it would start had ended is no hold. What it took is given
+        // back (the leave script frees a hold that is this attempt's, whether taken by its
+        // script or granted) and the acquisition goes on.
         auto arrived_late = [&](SteadyTime leased_from) {
-            if (SteadyClock::now() < locks_detail::valid_until_from(leased_from, h.lease)) return false;
-            leave_after_error(keys, h.name, w.id);
+            if (!arrived_after_validity(leased_from, h.lease)) return false;
+            give_back_late_grant(h.name, "redis fair mutex", [&] { leave(keys, h.name, w.id, ""); });
             return true;
         };
         const bool can_wait = SteadyClock::now() < deadline;
