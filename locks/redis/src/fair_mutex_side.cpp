@@ -137,6 +137,10 @@ public:
         deliver(RedisReply::array({RedisReply::string(waiter), RedisReply::string(std::to_string(token))}));
     }
 
+    void released(const RedisReply& reply) const noexcept override {
+        if (reply.type() == RedisReply::Type::Array) deliver(reply);
+    }
+
 private:
     // Runs the leave script for `waiter` (exact: undo only that grant; "": any grant to it) and
     // returns its reply (a grant for this client's waiter to deliver, or 1).

@@ -151,6 +151,9 @@ public:
     // WakeRule::Grant: a grant that reached this client for a waiter it no longer has, undone (or
     // handed to another waiter of this client). Never throws.
     virtual void undo_grant(const std::string& /*waiter*/, FenceToken /*token*/) const noexcept {}
+    // The reply of a release_call() sent in a pipeline (max_hold, close()): a fair release may
+    // return a grant for a waiter of this client, handed over here. Never throws.
+    virtual void released(const RedisReply& /*reply*/) const noexcept {}
 
 private:
     HoldSettings settings_;

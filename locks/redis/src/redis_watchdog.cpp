@@ -125,7 +125,8 @@ void RedisLockClient::Impl::end_capped(const std::vector<std::shared_ptr<RedisHo
     calls.reserve(capped.size());
     for (const auto& h : capped) calls.push_back(h->side->release_call(h->owner));
     try {
-        run_pipelined(redis, calls);
+        const std::vector<RedisReply> replies = run_pipelined(redis, calls);
+        for (std::size_t i = 0; i < replies.size() && i < capped.size(); ++i) capped[i]->side->released(replies[i]);
     } catch (const std::exception& e) {
         logger()->warn("lock client {}: giving back holds at their max_hold failed ({}); their leases end them", id,
                        e.what());
