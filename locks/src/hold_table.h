@@ -1,9 +1,9 @@
 // Internal: what the lock backends share: thread numbers, the hold registry with its expiry
-// thread, loss reporting, and the acquire / release flow with its typed errors (L6, L10). The
-// fair Redis mutex, Redlock, MySQL, ZooKeeper and the in-memory backend keep their holds here;
-// the barging Redis client (locks/redis) keeps its own registry (redis_hold_registry.cpp) but the
-// same validity rule (hold_validity.h, RACES L11), the same timer (hold_timer.h) and the same
-// loss report (loss_report.h).
+// thread, loss reporting, and the acquire / release flow with its typed errors (L6, L10).
+// Redlock, MySQL, ZooKeeper and the in-memory backend keep their holds here; the Redis lock
+// client (locks/redis: its mutex, read-write lock and fair mutex alike) keeps its own registry
+// (redis_hold_registry.cpp) but the same validity rule (hold_validity.h, RACES L11), the same
+// timer (hold_timer.h) and the same loss report (loss_report.h).
 //
 // A backend supplies a HoldBackend: one new acquisition until a deadline, one release, and the
 // abandoning of a lost hold. Everything a caller can observe about reentrancy, NotOwnerError,
@@ -98,8 +98,8 @@ public:
     virtual void abandon(Hold& hold) noexcept = 0;
     // A new hold (not a re-entry) was registered, where the backend's watchdog finds it: called
     // in the acquiring thread right after, never before (a watchdog pass that ran before the
-    // registration would not have seen it). Redlock and the fair Redis mutex tell their watchdog
-    // when the hold is first due. Never throws.
+    // registration would not have seen it). Redlock tells its watchdog when the hold is first
+    // due. Never throws.
     virtual void registered(const Hold& /*hold*/) noexcept {}
     // The backend's name in log lines ("mysql", "zookeeper", ...).
     virtual std::string_view backend_name() const noexcept = 0;

@@ -87,7 +87,7 @@ TEST_F(RedisFairWatchdog, RenewalsThatCannotReachRedisForAWholeLeaseReportTheHol
     auto m = make("cut-off", 300ms, true);
     std::atomic<int> failed{0};
     // Every renewal fails as a dead connection would, before it reaches Redis.
-    auto armed = fault::arm("locks.fair.before_renew", [&] {
+    auto armed = fault::arm("locks.watchdog.before_renew", [&] {
         failed.fetch_add(1);
         throw std::runtime_error("forced: Redis unreachable");
     });
@@ -117,7 +117,7 @@ TEST_F(RedisFairWatchdog, AFailingHoldIsReportedAtItsLeasesEndNotAfterAHangingRe
     Clock::time_point locked{};
     std::atomic<bool> started{false};
     std::atomic<int> hung{0};
-    auto armed = fault::arm("locks.fair.before_renew", [&] {
+    auto armed = fault::arm("locks.watchdog.before_renew", [&] {
         if (started.load() && Clock::now() >= locked + 300ms) {
             hung.fetch_add(1);
             std::this_thread::sleep_for(2s);
@@ -138,7 +138,7 @@ TEST_F(RedisFairWatchdog, AFailingHoldIsReportedAtItsLeasesEndNotAfterAHangingRe
 TEST_F(RedisFairWatchdog, ARenewalThatFailsOnceIsRetriedAndTheHoldKept) {
     auto m = make("blip", 600ms, true);
     std::atomic<int> calls{0};
-    auto armed = fault::arm("locks.fair.before_renew", [&] {
+    auto armed = fault::arm("locks.watchdog.before_renew", [&] {
         if (calls.fetch_add(1) == 0) throw std::runtime_error("forced: one failed renewal");
     });
     m->lock();
@@ -155,9 +155,9 @@ TEST_F(RedisFairWatchdog, ARenewalThatFailsOnceIsRetriedAndTheHoldKept) {
 TEST_F(RedisFairWatchdog, ARenewalRacingTheUnlockIsNotReportedAsALoss) {
     auto m = make("racing", 300ms, true);
     fault::Gate at_renewal;
-    auto held = fault::arm("locks.fair.before_renew", at_renewal.action(), fault::ArmOptions{0, 1, {}});
+    auto held = fault::arm("locks.watchdog.before_renew", at_renewal.action(), fault::ArmOptions{0, 1, {}});
     std::atomic<int> handled{0};
-    auto counting = fault::arm("locks.fair.renewed", [&] { handled.fetch_add(1); });
+    auto counting = fault::arm("locks.watchdog.after_renew", [&] { handled.fetch_add(1); });
     m->lock();
     ASSERT_TRUE(at_renewal.wait_arrivals(1, 5s)) << "the watchdog never renewed";
     m->unlock();        // the release deletes the key while the renewal waits
@@ -182,7 +182,7 @@ TEST(RedisFairWatchdogPlan, EachHoldIsRenewedOnItsOwnLeaseNotTheShortestOneTheSe
     three_s.lease = 3s;
     auto m = service.make_mutex("long", three_s);
     std::atomic<int> renewals{0};
-    auto counting = fault::arm("locks.fair.before_renew", [&] { renewals.fetch_add(1); });
+    auto counting = fault::arm("locks.watchdog.before_renew", [&] { renewals.fetch_add(1); });
     m->lock();
     std::this_thread::sleep_for(300ms);  // a third of the lease is 1 s: no renewal is due in this window
     EXPECT_EQ(renewals.load(), 0) << "the 3 s hold was renewed on the short lease's period";

@@ -4,11 +4,13 @@
 //   <stem>:fair:q    list: waiter ids in server-side arrival order (FIFO)
 //   <stem>:fair:qx   zset: waiter id -> expiry (server ms); a waiter refreshes it at every re-check
 //   <stem>:fence     the fencing counter, shared with RedisMutex / RedisReadWriteLock of the name
-// Waiter channels: <stem>:fair:ch:<service id>, one per (service, name), sharded (SPUBLISH).
+// Waiter channels: <stem>:fair:ch:<client id>, one per (lock client, name), sharded (SPUBLISH).
 //
-// A waiter id is "<service id>:<thread>:w<attempt>:<lease ms>": the release script reads from it
-// where to publish the grant (the service id) and for how long the granted hold lasts (the
-// lease), so the line needs no per-waiter hash (one list entry and one zset entry per waiter).
+// A waiter id is the new hold's owner value, "<client id>:<owner number>:<hold number>:<lease ms>"
+// (fair_mutex_side.cpp): the release script reads from it where to publish the grant (the client
+// id) and for how long the granted hold lasts (the lease), so the line needs no per-waiter hash
+// (one list entry and one zset entry per waiter). The scripts' comments say "service" for the
+// lock client that a RedisFairLockService owns.
 //
 // Grant on release: a release (or a leaver that finds the lock free or granted to it) does not
 // free the lock while the line has a live waiter; it makes that waiter the holder (the

@@ -141,7 +141,9 @@ void RedisLockClient::Impl::release_live_holds_at_close() {
         calls.reserve(live.size());
         for (const auto& h : live) calls.push_back(h->side->release_call(h->owner));
         try {
-            run_pipelined(redis, calls);  // the answers do not matter: the holds end either way
+            // The holds end whatever the answers; a fair release's grant goes to the next holder.
+            const std::vector<RedisReply> replies = run_pipelined(redis, calls);
+            for (std::size_t i = 0; i < replies.size() && i < live.size(); ++i) live[i]->side->released(replies[i]);
         } catch (const std::exception& e) {
             logger()->warn("lock client {}: releasing the holds at destruction failed ({}); their leases end them",
                            id, e.what());

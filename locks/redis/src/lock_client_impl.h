@@ -1,6 +1,6 @@
 // Internals shared by RedisLockClient, RedisMutex and RedisReadWriteLock: the hold registry,
 // the watchdog, the wait rooms, and the generic acquire / release flow that every lock side
-// (the mutex, the rw lock's read side, its write side) goes through.
+// (the mutex, the fair mutex, the rw lock's read side, its write side) goes through.
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include <set>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -82,6 +83,10 @@ struct SideFaultPoints {
 enum class WakeRule {
     NamedWaiter,  // mutex: a release names the one waiter it chose ("<client id>:w<n>")
     Broadcast,    // rw lock: 'r', 'w' or 'l' wakes every waiter of the name on this client
+    // fair mutex: "<waiter id> <token>" makes that waiter the holder without a script of its
+    // own (the release granted it the lock); the waiter id is its hold's owner value. A grant
+    // for a waiter no longer here is undone by the watchdog (LockSide::undo_grant).
+    Grant,
 };
 
 struct HoldSettings {
@@ -123,9 +128,32 @@ public:
     virtual ScriptCall release_call(const std::string& owner) const = 0;
     virtual WakeRule wake_rule() const = 0;
     // The local gate threads of this client pass before they acquire this side afresh (docs/
-    // locks.md "The local gate"); null: none (read-write lock sides, LockClientOptions::local_gate
-    // off), every thread goes to Redis itself.
+    // locks.md "The local gate"); null: none (read-write lock sides, the fair mutex,
+    // LockClientOptions::local_gate off), every thread goes to Redis itself.
     virtual LocalGate* gate() const { return nullptr; }
+
+    // The hooks of a variant (the fair mutex overrides them; the defaults are the barging
+    // sides'). The owner value of a new hold, from "<owner key>:<hold number>".
+    virtual std::string owner_value(std::string owner) const { return owner; }
+    // Gives back what an acquisition by `owner` may have taken: its reply was lost (a connection
+    // error after the script was sent) or came after its validity (L11, late_grant.h).
+    virtual void give_back(const std::string& owner) const { release(owner, true); }
+    // The longest a queued waiter sleeps before its next try; unset: claim_refresh.
+    virtual std::optional<std::chrono::milliseconds> recheck_limit() const { return std::nullopt; }
+    // How long the side's wait room keeps its subscription after its last waiter left.
+    virtual std::chrono::milliseconds room_linger() const { return std::chrono::milliseconds(0); }
+    // WakeRule::Grant. L12: a grant of `token` to waiter `waiter` (its owner value) is confirmed
+    // by a renewal of the holder's own before it is a hold; returns the hold's owner value then,
+    // nothing when the grant is not (or no longer) the waiter's.
+    virtual std::optional<std::string> confirm_grant(const std::string& /*waiter*/, FenceToken /*token*/) const {
+        return std::nullopt;
+    }
+    // WakeRule::Grant: a grant that reached this client for a waiter it no longer has, undone (or
+    // handed to another waiter of this client). Never throws.
+    virtual void undo_grant(const std::string& /*waiter*/, FenceToken /*token*/) const noexcept {}
+    // The reply of a release_call() sent in a pipeline (max_hold, close()): a fair release may
+    // return a grant for a waiter of this client, handed over here. Never throws.
+    virtual void released(const RedisReply& /*reply*/) const noexcept {}
 
 private:
     HoldSettings settings_;
@@ -203,11 +231,15 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
                    bool& seized);
     bool acquire_fresh(Acquisition& a, std::optional<SteadyTime> deadline);
     bool try_fresh(Acquisition& a, const WaitTicket* ticket, AttemptResult& out);
-    // L11: an acquisition whose reply came back after its validity ended is given back (the
-    // release script deletes only this owner's hold). Never throws.
+    // L11 (late_grant.h): an acquisition whose reply came back after its validity ended is
+    // given back (the release script deletes only this owner's hold) and counted. Never throws.
     void give_back_late_grant(const LockSide& side, const std::string& owner) noexcept;
-    void register_hold(Acquisition& a, SteadyTime sent, const AttemptResult& granted);
+    // `value`: the hold's owner value when it is not a.owner (a fair grant's "<waiter>#<token>").
+    void register_hold(Acquisition& a, SteadyTime sent, const AttemptResult& granted, std::string_view value = {});
     bool wait_for_turn(Acquisition& a, SteadyTime deadline);
+    // WakeRule::Grant: the waiter was granted the lock with `token` by message; true once the
+    // grant is confirmed (L12) and registered as its hold.
+    bool take_grant(Acquisition& a, FenceToken token);
     // True when another thread of this client already listens on `channel` (it waits there).
     bool listening_on(const std::string& channel);
 
@@ -298,12 +330,28 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     std::atomic<SteadyClock::rep> last_master_change{SteadyClock::time_point::min().time_since_epoch().count()};
     std::atomic<std::uint64_t> next_waiter{1};
 
-    // Subscribes (first waiter of this client on `channel`) and returns after the server
-    // confirmed, so a release published afterwards reaches the waiter (L7).
-    std::shared_ptr<WaitRoom> join_room(const std::string& channel, WakeRule rule, RoomWaiter& waiter)
+    // Subscribes (first waiter of this client on the side's channel) and returns after the
+    // server confirmed, so a release published afterwards reaches the waiter (L7).
+    std::shared_ptr<WaitRoom> join_room(const std::shared_ptr<const LockSide>& side, RoomWaiter& waiter)
         EXCLUDES(listener_mutex);
     // The wake rule of a message on a wait channel (B5: anything else wakes nobody).
-    static void on_message(WaitRoom& room, WakeRule rule, std::string_view message, Impl* impl);
+    static void on_message(WaitRoom& room, const std::shared_ptr<const LockSide>& side, std::string_view message,
+                           Impl* impl);
+    // WakeRule::Grant: a grant a script returned to this client instead of publishing it, handed
+    // to the named waiter on `channel`; false when this client has no such waiter.
+    bool grant_in_process(const std::string& channel, std::string_view waiter, FenceToken token);
+    static bool grant_locked(WaitRoom& room, std::string_view waiter, FenceToken token) REQUIRES(room.mutex);
+    // Grants that reached this client for waiters it no longer has; undone by the watchdog.
+    struct OrphanGrant {
+        std::shared_ptr<const LockSide> side;
+        std::string waiter;
+        FenceToken token = 0;
+    };
+    Mutex orphans_mutex;
+    std::vector<OrphanGrant> orphan_grants GUARDED_BY(orphans_mutex);
+    // The watchdog's work on the rooms: orphan grants undone, idle rooms dropped. Returns when it
+    // looks next (a lingering room: within a second).
+    SteadyTime rooms_pass() EXCLUDES(orphans_mutex);
     void wake_everyone();
     bool is_closed() const EXCLUDES(mutex);
 };

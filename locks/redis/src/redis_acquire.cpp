@@ -4,11 +4,13 @@
 // room, queuing try, sleep until a release names this waiter or the re-check time. What differs
 // between sides (keys, script, hand-off arguments, wake rule) was fixed once when the lock
 // object built its LockSide (redis_mutex.cpp, redis_read_write_lock.cpp), so nothing here tests
-// the lock's kind.
+// the lock's kind. The fair mutex (fair_mutex_side.cpp) is one more side: its waiters are made
+// holders by a release's grant message (WakeRule::Grant, take_grant()).
 #include <algorithm>
 #include <utility>
 
 #include "lock_client_impl.h"
+#include "late_grant.h"  // L11: one rule and one give-back for every Redis lock
 #include "replication_wait.h"  // L8: WAIT, failover (confirm_new_hold)
 #include "lockstep/core/error.h"
 #include "lockstep/core/fault_point.h"
@@ -43,9 +45,9 @@ long long ms_until(SteadyTime t, SteadyTime now) {
 }
 
 // One acquire script, with its fault points and counters. A connection error after the script
-// was sent may mean it ran: a fresh acquisition then abandons whatever it may have created
-// (its owner is unique to this thread and it holds nothing locally, so that is safe), and the
-// lease bounds the damage if even that fails.
+// was sent may mean it ran (its reply lost): a fresh acquisition then gives back whatever it may
+// have created (its owner is unique to this acquisition and it holds nothing locally, so that
+// is safe), and the lease bounds the damage if even that fails.
 AttemptResult attempt_once(RedisLockClient::Impl& impl, const LockSide& side, const std::string& owner,
                            milliseconds lease, bool expect_held, const WaitTicket* ticket) {
     fault::point(side.fault_points().before_acquire);
@@ -53,10 +55,11 @@ AttemptResult attempt_once(RedisLockClient::Impl& impl, const LockSide& side, co
     AttemptResult r;
     try {
         r = side.attempt(owner, lease, expect_held, ticket);
+        fault::point(side.fault_points().after_acquire);  // tests: the script ran, its reply is lost
     } catch (const ConnectionError&) {
         if (!expect_held) {
             try {
-                side.release(owner, true);
+                side.give_back(owner);
             } catch (const std::exception& e) {
                 logger()->warn("lock '{}': could not clean up after a failed acquire: {}", side.name(),
                                e.what());
@@ -64,7 +67,6 @@ AttemptResult attempt_once(RedisLockClient::Impl& impl, const LockSide& side, co
         }
         throw;
     }
-    fault::point(side.fault_points().after_acquire);
     return r;
 }
 
@@ -126,7 +128,7 @@ bool RedisLockClient::Impl::acquire(const std::shared_ptr<const LockSide>& side,
             if (s != holds.end()) owner = s->second->owner;
         }
     }
-    if (owner.empty()) owner = key_owner + ":" + std::to_string(hold_numbers.fetch_add(1) + 1);
+    if (owner.empty()) owner = side->owner_value(key_owner + ":" + std::to_string(hold_numbers.fetch_add(1) + 1));
     Acquisition a{side, std::move(owner), std::move(hid), owner_key.movable};
     const bool got = acquire_stages(a, deadline);
     if (got && acquired) *acquired = a.hold;
@@ -263,11 +265,12 @@ bool RedisLockClient::Impl::reenter(Acquisition& a, const std::shared_ptr<RedisH
 // A new hold enters the registry. The watchdog is woken only when this hold needs a check
 // earlier than the one it already sleeps towards: an acquisition (and so every hand-over) does
 // not cost the watchdog a wake-up and the process a context switch.
-void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, const AttemptResult& granted) {
+void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, const AttemptResult& granted,
+                                          std::string_view value) {
     const HoldSettings& settings = a.side->settings();
     auto h = std::make_shared<RedisHold>();
     h->side = a.side;
-    h->owner = a.owner;
+    h->owner = value.empty() ? a.owner : std::string(value);
     h->lease = settings.lease;
     h->renew = settings.renew;
     h->count = 1;
@@ -300,13 +303,7 @@ void RedisLockClient::Impl::register_hold(Acquisition& a, SteadyTime sent, const
 
 void RedisLockClient::Impl::give_back_late_grant(const LockSide& side, const std::string& owner) noexcept {
     stats.late_grants.fetch_add(1);
-    try {
-        side.release(owner, true);
-    } catch (const std::exception& e) {
-        logger()->warn("lock '{}': giving back a grant that arrived after its validity failed ({}); its lease ends it",
-                       side.name(), e.what());
-    }
-    lock_log(spdlog::level::debug, side.name(), log_tag(side), "a grant arrived after its validity: given back");
+    lockstep::give_back_late_grant(side.name(), log_tag(side), [&] { side.release(owner, true); });
 }
 
 // One fresh attempt (plain, or queuing with `ticket`); true when acquired, false when busy.
@@ -317,12 +314,9 @@ bool RedisLockClient::Impl::try_fresh(Acquisition& a, const WaitTicket* ticket, 
         out = attempt_once(*this, side, a.owner, side.settings().lease, false, ticket);
         switch (out.status) {
             case AttemptStatus::Acquired:
-                if (SteadyClock::now() >= locks_detail::valid_until_from(sent, side.settings().lease)) {
-                    // L11: the grant's reply came back after the validity it would start had
-                    // ended (a slow network): the server may have expired the key and given the
-                    // lock to someone else meanwhile. It is no hold: what may be left of it is
-                    // given back (the release script deletes only this owner's hold) and the
-                    // caller goes on as if the lock were busy, until its deadline.
+                if (arrived_after_validity(sent, side.settings().lease)) {
+                    // L11 (late_grant.h): no hold; given back, and the caller goes on as if the
+                    // lock were busy, until its deadline.
                     give_back_late_grant(side, a.owner);
                     out = AttemptResult{AttemptStatus::Busy, 1, out.queue_score};
                     return false;
@@ -349,17 +343,65 @@ bool RedisLockClient::Impl::try_fresh(Acquisition& a, const WaitTicket* ticket, 
     }
 }
 
+// WakeRule::Grant. L12: a grant by message is counted from the release that made it, which the
+// waiter cannot see (the message may have spent most of the lease in flight). So the waiter
+// confirms it with a renewal of its own (the side's confirm_grant) before lock() returns, and
+// counts its validity from that renewal's send time; a grant whose lease ran out in flight finds
+// the key gone (or someone else's) and is not a hold. A confirmation that comes back after its
+// validity is given back (L11).
+bool RedisLockClient::Impl::take_grant(Acquisition& a, FenceToken token) {
+    const LockSide& side = *a.side;
+    const SteadyTime sent = SteadyClock::now();
+    const std::optional<std::string> value = side.confirm_grant(a.owner, token);
+    if (!value) return false;
+    if (arrived_after_validity(sent, side.settings().lease)) {
+        give_back_late_grant(side, *value);
+        return false;
+    }
+    AttemptResult granted;
+    granted.status = AttemptStatus::Acquired;
+    granted.value = token;
+    register_hold(a, sent, granted, *value);
+    return confirm_new_hold(*this, side, *value, a.hid, sent);  // L8 (replication_wait.h)
+}
+
 // L7: subscribe first, then a queuing try, then sleep until a release message or the re-check
 // time, and again. The subscription is confirmed before the try, so a release published after
-// the try reaches this waiter.
+// the try reaches this waiter. A granting side's waiter (the fair mutex) may instead find itself
+// made the holder by a release (take_grant): it runs no script for that.
 bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
     const LockSide& side = *a.side;
+    const bool granting = side.wake_rule() == WakeRule::Grant;
     RoomWaiter waiter;
-    waiter.id = id + ":w" + std::to_string(next_waiter.fetch_add(1));
-    std::shared_ptr<WaitRoom> room = join_room(side.wait_channel(), side.wake_rule(), waiter);
+    // A grant names its waiter by the waiter's queue entry: the hold's owner value.
+    waiter.id = granting ? a.owner : id + ":w" + std::to_string(next_waiter.fetch_add(1));
+    std::shared_ptr<WaitRoom> room = join_room(a.side, waiter);
+    bool in_room = true;
+    const auto leave_room = [&] {
+        if (!in_room) return;
+        in_room = false;
+        rooms.leave(room, waiter);
+        // A lingering room (the fair mutex's) is dropped by the watchdog: it looks by then at the
+        // latest (a wake-up only if it planned to sleep longer).
+        if (side.room_linger().count() > 0) watchdog.hold_added(SteadyClock::now() + side.room_linger());
+    };
+    const milliseconds recheck_limit = side.recheck_limit().value_or(options.claim_refresh);
     WaitTicket ticket{waiter.id, "", -1};
     bool ticketed = false;
     AttemptResult r;
+    // At the deadline: a granting side's waiter leaves its room first and takes a grant that came
+    // at the last moment; then the waiter withdraws (a grant made after it left is undone by the
+    // side's leave script).
+    const auto give_up = [&] {
+        if (granting) {
+            leave_room();
+            if (waiter.granted && take_grant(a, waiter.token)) return true;
+        }
+        ticketed = false;
+        leave_quietly(side, a.owner, ticket);
+        leave_room();
+        return false;
+    };
     try {
         for (;;) {
             room->arm(waiter);
@@ -371,25 +413,40 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
             ticket.wait_left_ms = unbounded ? -1 : ms_until(deadline, SteadyClock::now());
             ticketed = true;
             if (try_fresh(a, &ticket, r)) {
-                rooms.leave(room, waiter);
+                // A fair waiter's grant message still in flight names a value the script
+                // replaced: harmless.
+                leave_room();
                 return true;
             }
             if (!r.queue_score.empty()) ticket.queue_score = r.queue_score;
             const SteadyTime now = SteadyClock::now();
-            if (now >= deadline) {
-                ticketed = false;
-                leave_quietly(side, a.owner, ticket);
-                rooms.leave(room, waiter);
-                return false;
-            }
-            const SteadyTime wake_at = recheck_at(r, now, deadline, options.claim_refresh);
+            if (now >= deadline) return give_up();
+            const SteadyTime wake_at = recheck_at(r, now, deadline, recheck_limit);
             fault::point("locks.wait.before_sleep");
             room->sleep(waiter, wake_at);
             fault::point("locks.wait.after_sleep");
+            if (!granting) continue;
+            FenceToken granted = 0;
+            {
+                MutexLock lock(room->mutex);
+                if (waiter.granted) granted = waiter.token;
+                waiter.granted = false;
+                waiter.token = 0;
+            }
+            if (granted != 0) {
+                // Out of the line on the server: no other grant can name this waiter now.
+                if (take_grant(a, granted)) {
+                    leave_room();
+                    return true;
+                }
+                // The grant's lease ran out before it reached us (or its confirmation came back
+                // too late): back in line with the next try.
+            }
+            if (SteadyClock::now() >= deadline) return give_up();
         }
     } catch (...) {
         if (ticketed) leave_quietly(side, a.owner, ticket);
-        rooms.leave(room, waiter);
+        leave_room();
         throw;
     }
 }

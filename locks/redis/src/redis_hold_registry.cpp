@@ -1,6 +1,8 @@
 // The Redis lock client's hold registry: who this thread is (its owner id), the lookup of its
 // holds, the view lost() / hold_count() / fence_token() read, and loss reporting (once per hold,
-// then the client's and the lock's on_lost callbacks).
+// then the client's and the lock's on_lost callbacks). It is the one registry of every Redis
+// lock: the mutex, the read-write lock's sides and the fair mutex (fair_mutex_side.cpp) all keep
+// their holds here as RedisHold, renewed by the one watchdog (redis_watchdog.cpp).
 //
 // Why not locks_detail::HoldTable (hold_table.h), which the other backends share: the Redis
 // registry differs in ways the acquire, release and watchdog flows rely on, so moving it onto

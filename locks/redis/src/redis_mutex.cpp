@@ -3,6 +3,7 @@
 #include <array>
 #include <string_view>
 
+#include "fair_mutex_side.h"
 #include "lock_client_impl.h"
 #include "lock_scripts.h"
 #include "lockstep/core/error.h"
@@ -99,6 +100,13 @@ RedisMutex::RedisMutex(RedisLockClient& client, std::string name, MutexOptions o
     : impl_(client.impl_), keys_(client.keys(name)), options_(std::move(options)) {
     if (options_.lease < std::chrono::milliseconds(3)) throw ConfigError("lease", "must be at least 3 ms");
     side_ = std::make_shared<MutexSide>(*impl_, keys_, HoldSettings{options_.lease, options_.renew, options_.on_lost, options_.max_hold});
+}
+
+RedisMutex::RedisMutex(RedisLockClient& client, std::string name, MutexOptions options, const RedisFairLockOptions& fair)
+    : impl_(client.impl_), keys_(client.keys(name)), options_(std::move(options)) {
+    if (options_.lease < std::chrono::milliseconds(3)) throw ConfigError("lease", "must be at least 3 ms");
+    side_ = make_fair_mutex_side(*impl_, keys_, HoldSettings{options_.lease, options_.renew, options_.on_lost, options_.max_hold},
+                                 fair);
 }
 
 RedisMutex::~RedisMutex() = default;

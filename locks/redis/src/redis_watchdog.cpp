@@ -4,7 +4,8 @@
 // out before unlock. Its thread is a HoldTimer (hold_timer.h): it sleeps until the earliest
 // check, and a new hold wakes it only when it needs an earlier one (register_hold,
 // redis_acquire.cpp). The expiry pass runs on a second HoldTimer, so that a renewal stuck in a
-// partition does not delay the report of a validity's end (L11).
+// partition does not delay the report of a validity's end (L11). The watchdog also undoes the
+// fair mutex's orphan grants and drops its lingering wait rooms (rooms_pass, redis_wait_rooms.cpp).
 #include <algorithm>
 #include <utility>
 
@@ -36,13 +37,15 @@ std::vector<RedisReply> run_pipelined(RedisClient& redis, const std::vector<Scri
 }
 
 SteadyTime RedisLockClient::Impl::watchdog_pass() {
+    const SteadyTime rooms_next = rooms_pass();
     const SteadyTime now = SteadyClock::now();
     std::vector<std::shared_ptr<RedisHold>> due, capped;
     std::vector<std::pair<std::shared_ptr<RedisHold>, LockLoss>> ended;
     {
         MutexLock lock(mutex);
         const SteadyTime earliest = earliest_check_locked();
-        if (now < earliest) return earliest;  // woken for a hold due later than now: nothing to do yet
+        // Woken for a hold due later than now (or for the rooms): nothing to renew yet.
+        if (now < earliest) return std::min(earliest, rooms_next);
         for (const auto& [k, h] : holds) {
             if (!h->active || h->lost) continue;
             if (h->cap <= now) {
@@ -58,6 +61,13 @@ SteadyTime RedisLockClient::Impl::watchdog_pass() {
                         ended.emplace_back(h, *loss);
                     }
                 }
+            } else if (now >= h->valid_until) {
+                // Renewals failed up to its validity's end (the expiry pass is about to say so):
+                // reported now, not after one more renewal that may hang (L5, L11).
+                if (auto loss = mark_lost_locked(*h, LockLossReason::Unreachable,
+                                                 "its validity ended: no renewal was acknowledged within the lease")) {
+                    ended.emplace_back(h, *loss);
+                }
             } else if (h->next_check <= now + h->lease / 12) {
                 // Holds due soon ride along in this batch: one round trip for all of them.
                 due.push_back(h);
@@ -68,7 +78,7 @@ SteadyTime RedisLockClient::Impl::watchdog_pass() {
     if (!capped.empty()) end_capped(capped);
     if (!due.empty()) renew_batch(std::move(due));
     MutexLock lock(mutex);
-    return earliest_check_locked();
+    return std::min(earliest_check_locked(), rooms_next);
 }
 
 SteadyTime RedisLockClient::Impl::earliest_check_locked() const {
@@ -115,7 +125,8 @@ void RedisLockClient::Impl::end_capped(const std::vector<std::shared_ptr<RedisHo
     calls.reserve(capped.size());
     for (const auto& h : capped) calls.push_back(h->side->release_call(h->owner));
     try {
-        run_pipelined(redis, calls);
+        const std::vector<RedisReply> replies = run_pipelined(redis, calls);
+        for (std::size_t i = 0; i < replies.size() && i < capped.size(); ++i) capped[i]->side->released(replies[i]);
     } catch (const std::exception& e) {
         logger()->warn("lock client {}: giving back holds at their max_hold failed ({}); their leases end them", id,
                        e.what());
@@ -126,7 +137,6 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<RedisHold>> 
     // The race tested by RedisMutexTest.L5_RenewalRacingUnlockNeitherRecreatesNorExtends: an unlock
     // may happen between here and the round trip. The renew script only extends a hold that is
     // still this owner's, and results for holds unlocked meanwhile are ignored.
-    fault::point("locks.watchdog.before_renew");
     const SteadyTime sent = SteadyClock::now();
     std::vector<ScriptCall> calls;  // built here, not per acquisition: most holds never renew
     calls.reserve(due.size());
@@ -134,6 +144,8 @@ void RedisLockClient::Impl::renew_batch(std::vector<std::shared_ptr<RedisHold>> 
     std::vector<RedisReply> replies;
     std::string failure;
     try {
+        // Tests: hold the batch, or fail it as an unreachable server would.
+        fault::point("locks.watchdog.before_renew");
         replies = run_pipelined(redis, calls);
     } catch (const std::exception& e) {
         failure = e.what();

@@ -28,7 +28,7 @@ std::size_t WaitRoom::wake_all_locked() {
 }
 
 std::shared_ptr<WaitRoom> WaitRooms::join(const std::string& key, const std::string& channel, RoomWaiter& waiter,
-                                          OnMessage on_message) {
+                                          OnMessage on_message, std::optional<std::chrono::milliseconds> linger) {
     std::shared_ptr<WaitRoom> room;
     bool subscribe = false;
     {
@@ -38,6 +38,7 @@ std::shared_ptr<WaitRoom> WaitRooms::join(const std::string& key, const std::str
             slot = std::make_shared<WaitRoom>();
             slot->key = key;
             slot->channel = channel;
+            slot->linger = linger.value_or(linger_);
             subscribe = true;
         }
         room = slot;
@@ -97,7 +98,7 @@ void WaitRooms::leave(const std::shared_ptr<WaitRoom>& room, RoomWaiter& waiter)
     {
         MutexLock lock(mutex_);
         if (--room->refs > 0) return;
-        if (linger_.count() > 0) {
+        if (room->linger.count() > 0) {
             room->idle_since = std::chrono::steady_clock::now();
             return;
         }
@@ -139,7 +140,7 @@ void WaitRooms::drop_idle() {
         const auto now = std::chrono::steady_clock::now();
         for (auto it = rooms_.begin(); it != rooms_.end();) {
             WaitRoom& r = *it->second;
-            if (r.refs == 0 && now - r.idle_since >= linger_) {
+            if (r.refs == 0 && now - r.idle_since >= r.linger) {
                 {
                     MutexLock room_lock(r.mutex);
                     if (r.ready) ended.push_back(std::move(r.subscription));
@@ -155,6 +156,14 @@ void WaitRooms::drop_idle() {
     // alive (the handler's weak pointer still locks: `dropped` holds it).
     if (!dropped.empty()) fault::point("locks.wait_rooms.dropped");
     // `ended` unsubscribes here, outside every lock (the subscriber thread may be delivering).
+}
+
+bool WaitRooms::lingering() const {
+    MutexLock lock(mutex_);
+    for (const auto& [k, r] : rooms_) {
+        if (r->refs == 0) return true;
+    }
+    return false;
 }
 
 void WaitRooms::drop_all() {

@@ -1,4 +1,4 @@
-// Internal: the wait rooms of one Redis lock client, or of one fair Redis lock service (L7, L9).
+// Internal: the wait rooms of one Redis lock client (L7, L9).
 // A room is one subscription to one wait channel, shared by every thread of the client that
 // waits on it, and confirmed by the server before a waiter's queuing try, so that a release
 // published after that try reaches the waiter. A waiter joins the room, sleeps on its own
@@ -6,7 +6,7 @@
 // rule (the mutex's named waiter, the read-write lock's broadcast, the fair mutex's grant); by
 // wake_everyone() (a reconnect of the subscriber, which may have lost messages; the owner's
 // close()); or by its own re-check time. One implementation of the subscribing, joining and
-// leaving for both Redis mutex flavours; what a message means stays with each.
+// leaving for every Redis lock side; what a message means is the side's wake rule.
 //
 // Thread safety: every member may be called from any thread. A room's waiter list and each
 // waiter's flags are guarded by the room's mutex; the table of rooms by the WaitRooms' own. A
@@ -19,6 +19,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -68,6 +69,7 @@ private:
     // Guarded by WaitRooms::mutex_ (another object's mutex: not annotated).
     int refs = 0;
     std::chrono::steady_clock::time_point idle_since{};
+    std::chrono::milliseconds linger{0};  // set at creation (join)
 };
 
 class WaitRooms {
@@ -77,8 +79,8 @@ public:
     using OnMessage = std::function<void(WaitRoom& room, std::string_view message)>;
 
     // `linger`: how long a room keeps its subscription after its last waiter left (0: it ends
-    // with the last leave()); a name contended again soon then queues its next waiter in one
-    // round trip. Lingering rooms are dropped by drop_idle().
+    // with the last leave()), unless join() gives a room its own; a name contended again soon
+    // then queues its next waiter in one round trip. Lingering rooms are dropped by drop_idle().
     // `subscriber` gives the owner's RedisClient's subscriber, asked at a room's first join only
     // (it opens its connection when first asked).
     WaitRooms(std::function<RedisSubscriber&()> subscriber, std::chrono::milliseconds linger)
@@ -88,10 +90,12 @@ public:
     WaitRooms& operator=(const WaitRooms&) = delete;
 
     // Puts `waiter` in the room `key`, subscribing `channel` first if the room is new (with
-    // `on_message` as its handler); returns once the server confirmed the subscription. Throws
-    // what the subscription threw (the waiter is then in no room).
+    // `on_message` as its handler, and `linger`, if given, instead of the rooms' own); returns
+    // once the server confirmed the subscription. Throws what the subscription threw (the waiter
+    // is then in no room).
     std::shared_ptr<WaitRoom> join(const std::string& key, const std::string& channel, RoomWaiter& waiter,
-                                   OnMessage on_message) EXCLUDES(mutex_);
+                                   OnMessage on_message, std::optional<std::chrono::milliseconds> linger = {})
+        EXCLUDES(mutex_);
     // Takes `waiter` out of `room`. After it returns no handler touches the waiter, and its flags
     // may be read without the room's mutex.
     void leave(const std::shared_ptr<WaitRoom>& room, RoomWaiter& waiter) EXCLUDES(mutex_);
@@ -102,6 +106,8 @@ public:
     std::size_t wake_everyone() EXCLUDES(mutex_);
     // Ends the subscriptions of rooms that lingered past `linger` with no waiter.
     void drop_idle() EXCLUDES(mutex_);
+    // True while a room lingers (no waiter, subscription kept): drop_idle() has work to come.
+    bool lingering() const EXCLUDES(mutex_);
     // Ends every subscription (the owner is closing, its RedisClient still alive).
     void drop_all() EXCLUDES(mutex_);
 

@@ -6,10 +6,11 @@
 //   lockstep::RedisFairLockService locks(lockstep::parse_redis_url(url));
 //   auto m = locks.make_mutex("job:42");   // FIFO
 //
-// The fair mutex (scripts in fair_lock_scripts.cpp):
+// The fair mutex is a RedisMutex over a fair side of the service's one RedisLockClient (its
+// scripts in fair_lock_scripts.cpp, its hooks in fair_mutex_side.cpp; docs/locks-redis-fair.md):
 //   - The hold is a string key -> TTL lease (L1-L4 as RedisMutex): the holder's waiter id, or
 //     "<waiter id>#<token>" when a release granted it the lock; renewed
-//     every lease/3 by this service's watchdog (L5); a renewal that finds it gone reports the
+//     every lease/3 by the client's watchdog (L5); a renewal that finds it gone reports the
 //     hold lost.
 //   - A waiter joins a Redis list on its first busy attempt (server arrival order) and keeps a
 //     per-waiter expiry that it refreshes at every re-check (at least every grace/2). A waiter
@@ -21,11 +22,12 @@
 //     (L9: one waiter told). A waiter of the releasing service gets it in-process. A lost message
 //     costs at most grace/2 (the waiter's re-check finds the lock its own, with a fresh token),
 //     never a poll loop (L7); a waiter that gives up with a grant in flight hands the lock on.
-//   - One sharded channel per (service, lock name), kept while the name has local waiters and
+//   - One sharded channel per (client, lock name), kept while the name has local waiters and
 //     2 s after: no subscribe round trip per acquisition; while it is kept, a contended
 //     acquisition joins the line in its first script.
 //   - Fencing tokens from the name's counter shared with RedisMutex (strictly increasing).
-//   - Reentrancy, typed errors, loss reporting: hold_table.h, as every non-Redis backend.
+//   - Reentrancy (a re-entry renews the hold in Redis), typed errors, loss reporting, movable
+//     holds, LockClientStats: the Redis lock client's, as for RedisMutex.
 // Cost: one list and one zset entry per waiter; FIFO hand-over (a release waits for nobody, but
 // a free lock never goes to whoever asks first while someone waits); docs/locks.md has the
 // measured figures.

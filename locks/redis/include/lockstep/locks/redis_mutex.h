@@ -60,6 +60,7 @@
 namespace lockstep {
 
 class LockSide;
+struct RedisFairLockOptions;
 
 // A RedisMutex's options are the neutral LockOptions (lock_options.h: lease, renew, max_wait,
 // on_lost, max_hold); the name stays for code written against it.
@@ -111,6 +112,11 @@ protected:
     void unlock_as(UnlockMode mode) override;
 
 private:
+    friend class RedisFairLockService;
+    // RedisFairLockService's mutex: this lock over the client's fair side (FIFO, grant on
+    // release; redis_fair_lock_service.h).
+    RedisMutex(RedisLockClient& client, std::string name, MutexOptions options, const RedisFairLockOptions& fair);
+
     RedisLockClient::Impl& impl() const noexcept { return *impl_; }
     std::shared_ptr<RedisLockClient::Impl> impl_;
     LockKeys keys_;
