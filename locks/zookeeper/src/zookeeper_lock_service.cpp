@@ -672,15 +672,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             }) : ZSYSTEMERROR;
             if (rc == ZOK) rc = wait_reply(*created, limit);
             if (rc == kNoReplyInTime) return std::nullopt;
-            if (rc == ZOK) {
-                if (list_sent == ZOK && wait_reply(*listed, limit) == ZOK) {
-                    MutexLock g(listed->mu);
-                    *listing = std::move(listed->strings);
-                }
-                MutexLock g(created->mu);
-                const std::string& full = created->value;
-                return std::pair<std::string, std::int64_t>{full.substr(full.rfind('/') + 1), created->st.czxid};
-            }
+            if (rc == ZOK) return node_created(*created, *listed, list_sent, listing, limit);
             if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
                 session_ended(h);
                 throw SessionEnded{};
@@ -691,46 +683,85 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 continue;
             }
             if (!connection_lost(rc)) fail(rc, "create " + path);
-            // The reply was lost; the create may have been applied.
-            {
-                MutexLock g(mu);
-                ++stats.create_retries;
-            }
-            if (attempt >= 5 || !wait_connected(limit)) {
-                {
-                    MutexLock g(mu);
-                    if (expired || h != zh) throw SessionEnded{};  // the session took the node (if any)
-                }
-                sweep_later(h, gen, dir, node_prefix);
-                if (SteadyClock::now() >= limit) return std::nullopt;
-                fail(rc, "create " + path);
-            }
-            auto found = children_until(h, dir, limit);
-            if (!found) {
-                sweep_later(h, gen, dir, node_prefix);
-                return std::nullopt;
-            }
-            for (const auto& c : *found) {
-                if (c.rfind(node_prefix, 0) != 0) continue;
-                const std::string found_path = dir + "/" + c;
-                const auto [exists_rc, reply] = call_until(h, limit, [&](const void* data) {
-                    return zoo_aexists(h, found_path.c_str(), 0, &State::on_stat, data);
-                });
-                if (exists_rc != ZOK) {
-                    give_up_node(h, gen, found_path);
-                    if (exists_rc == kNoReplyInTime) return std::nullopt;
-                    break;  // gone meanwhile: create again
-                }
-                std::int64_t czxid = 0;
-                {
-                    MutexLock r(reply->mu);  // orders the completion's writes before this read
-                    czxid = reply->st.czxid;
-                }
-                MutexLock g(mu);
-                ++stats.adopted_nodes;
-                return std::pair<std::string, std::int64_t>{c, czxid};
+            if (const CreateOutcome lost = adopt_after_lost_reply(h, gen, dir, node_prefix, rc, attempt, limit); lost.settled) {
+                return lost.node;
             }
         }
+    }
+
+    // The create's reply came: the node's name and creation zxid, and the pipelined listing (if
+    // it was sent and answered by `limit`) in `*listing`.
+    static std::pair<std::string, std::int64_t> node_created(Reply& created, Reply& listed, int list_sent,
+                                                             std::optional<std::vector<std::string>>* listing,
+                                                             SteadyTime limit) EXCLUDES(created.mu, listed.mu) {
+        if (list_sent == ZOK && wait_reply(listed, limit) == ZOK) {
+            MutexLock g(listed.mu);
+            *listing = std::move(listed.strings);
+        }
+        MutexLock g(created.mu);
+        const std::string& full = created.value;
+        return std::pair<std::string, std::int64_t>{full.substr(full.rfind('/') + 1), created.st.czxid};
+    }
+
+    // What a create whose reply was lost came to. settled: create_node returns `node` (nullopt:
+    // no answer by the limit, the node given up); else it creates again.
+    struct CreateOutcome {
+        bool settled = false;
+        std::optional<std::pair<std::string, std::int64_t>> node;
+    };
+
+    // The reply was lost; the create may have been applied. Looks for the node by the attempt's
+    // guid once reconnected; after 5 attempts, or with no connection by `limit`, the node is left
+    // to the sweep and the error (`rc`) thrown, or nothing returned at the limit.
+    CreateOutcome adopt_after_lost_reply(zhandle_t* h, std::uint64_t gen, const std::string& dir,
+                                         const std::string& node_prefix, int rc, int attempt, SteadyTime limit)
+        EXCLUDES(mu) {
+        {
+            MutexLock g(mu);
+            ++stats.create_retries;
+        }
+        if (attempt >= 5 || !wait_connected(limit)) {
+            {
+                MutexLock g(mu);
+                if (expired || h != zh) throw SessionEnded{};  // the session took the node (if any)
+            }
+            sweep_later(h, gen, dir, node_prefix);
+            if (SteadyClock::now() >= limit) return {true, std::nullopt};
+            fail(rc, "create " + dir + "/" + node_prefix);
+        }
+        auto found = children_until(h, dir, limit);
+        if (!found) {
+            sweep_later(h, gen, dir, node_prefix);
+            return {true, std::nullopt};
+        }
+        return adopt_listed_node(h, gen, dir, node_prefix, *found, limit);
+    }
+
+    // Adopts the first node of `children` with the attempt's guid prefix that still exists. Not
+    // settled: none (or it went meanwhile): create again.
+    CreateOutcome adopt_listed_node(zhandle_t* h, std::uint64_t gen, const std::string& dir, const std::string& node_prefix,
+                                    const std::vector<std::string>& children, SteadyTime limit) EXCLUDES(mu) {
+        for (const auto& c : children) {
+            if (c.rfind(node_prefix, 0) != 0) continue;
+            const std::string found_path = dir + "/" + c;
+            const auto [exists_rc, reply] = call_until(h, limit, [&](const void* data) {
+                return zoo_aexists(h, found_path.c_str(), 0, &State::on_stat, data);
+            });
+            if (exists_rc != ZOK) {
+                give_up_node(h, gen, found_path);
+                if (exists_rc == kNoReplyInTime) return {true, std::nullopt};
+                return {};  // gone meanwhile: create again
+            }
+            std::int64_t czxid = 0;
+            {
+                MutexLock r(reply->mu);  // orders the completion's writes before this read
+                czxid = reply->st.czxid;
+            }
+            MutexLock g(mu);
+            ++stats.adopted_nodes;
+            return {true, std::pair<std::string, std::int64_t>{c, czxid}};
+        }
+        return {};
     }
 
     // Creates of session `gen` whose outcome is unknown (a connection loss took the reply) and
