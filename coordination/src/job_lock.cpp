@@ -185,47 +185,104 @@ void JobLock::request_stop() {
     if (hold_) hold_->stop.request_stop();
 }
 
+// Invariants of every stage below: runs are serialised by run_mu_ (held throughout), and the
+// run's SlotHold `h`, once made, is ended (end_with) on every path that does not hand the hold
+// over to it, including every throw.
+
+// What this node knows of its last run, copied out under mu_.
+struct JobLock::LastRun {
+    std::optional<std::int64_t> slot;  // the last slot this node ran
+    SystemTime stamp;                  // the server's clock at its start, stamped after stamp_sent
+    SteadyTime stamp_sent;
+};
+
+// The lock's grant, with this node's steady clock just before and just after the acquire.
+struct JobLock::Grant {
+    Hold held;
+    SteadyTime sent;
+    SteadyTime back;
+};
+
+// When a granted run started by the server's clock, and the deadlines that follow from it.
+struct JobLock::RunStart {
+    SystemTime started;
+    SteadyTime stamp_sent;  // this node's steady clock before `started` was stamped
+    SteadyTime anchor;      // this node's steady clock after it: deadlines err late, never early
+    SystemTime at_least;
+    SystemTime at_most;
+};
+
 JobRun JobLock::run_once(const std::function<void(JobContext&)>& job) {
     MutexLock serial(run_mu_);
-    std::optional<std::int64_t> last;
-    SystemTime last_stamp;
-    SteadyTime last_stamp_sent;
-    {
-        MutexLock g(mu_);
-        last = last_slot_;
-        last_stamp = last_stamp_;
-        last_stamp_sent = last_stamp_sent_;
-    }
-    const auto local_offset = [&](SystemTime server) {
-        return std::chrono::duration_cast<std::chrono::milliseconds>(
-            (options_.local_clock ? options_.local_clock() : std::chrono::system_clock::now()) - server);
-    };
+    const LastRun last = last_run();
     JobRun r;
     std::optional<SystemTime> read_before;  // the server's clock, read before acquiring
-    if (last) {
-        // This node ran a slot: a timer that fires twice, or a loop that calls run_once more often
-        // than the slots change, skips it without asking the lock. The server's clock at the last
-        // run's start and this node's steady clock since tell it without a round trip while the
-        // latest the server's clock can read is still in that slot; else the clock is read.
-        const SteadyTime now = std::chrono::steady_clock::now();
-        const SystemTime latest = latest_server_time(last_stamp, last_stamp_sent, now);
-        if (schedule_.slot_at(latest).index <= *last) {
-            r.slot = schedule_.slot_at(latest);
-            const auto since =
-                std::chrono::duration_cast<std::chrono::system_clock::duration>(now - last_stamp_sent);
-            r.local_clock_offset = local_offset(last_stamp + since);
-            r.skip_reason = "this node already ran the slot";
-            return r;
-        }
-        read_before = service_.server_time();
-        r.local_clock_offset = local_offset(*read_before);
-        r.slot = schedule_.slot_at(*read_before);
-        if (r.slot.index <= *last) {
-            r.skip_reason = "this node already ran the slot";
-            return r;
-        }
-    }
+    if (last.slot && skips_slot_already_run(last, r, read_before)) return r;
     await_last_hold();  // the last slot's hold ends at its own deadline, by this slot's start
+    const std::shared_ptr<SlotHold> h = start_slot_hold();
+    Grant grant = acquire_slot_lock(*h);
+    if (!grant.held) {
+        skip_refused_slot(*h, read_before, r);
+        return r;
+    }
+    RunStart start;
+    try {
+        start = stamp_run_start(grant);
+        decide_slot(grant.held, start, last, r);
+    } catch (...) {
+        h->end_with(std::move(grant.held));
+        throw;
+    }
+    if (!r.skip_reason.empty()) {
+        h->end_with(std::move(grant.held));
+        return r;
+    }
+    hand_hold_over(*h, std::move(grant.held), start);
+    remember_run(r.slot.index, start);
+    coordination_detail::JobHoldKeeper::instance().watch(h, start_cap(start));
+    if (h->lost->load()) coordination_detail::JobHoldKeeper::instance().poke();  // lost before it was watched
+    run_job(*h, job, start.started, r);
+    r.outcome = end_run(*h, r.error);
+    return r;
+}
+
+std::chrono::milliseconds JobLock::local_clock_offset(SystemTime server) const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        (options_.local_clock ? options_.local_clock() : std::chrono::system_clock::now()) - server);
+}
+
+JobLock::LastRun JobLock::last_run() {
+    MutexLock g(mu_);
+    return LastRun{last_slot_, last_stamp_, last_stamp_sent_};
+}
+
+// This node ran a slot: a timer that fires twice, or a loop that calls run_once more often than
+// the slots change, skips it without asking the lock. The server's clock at the last run's start
+// and this node's steady clock since tell it without a round trip while the latest the server's
+// clock can read is still in that slot; else the clock is read (into `read_before`).
+// REQUIRES: last.slot is set.
+bool JobLock::skips_slot_already_run(const LastRun& last, JobRun& r, std::optional<SystemTime>& read_before) {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    const SystemTime latest = latest_server_time(last.stamp, last.stamp_sent, now);
+    if (schedule_.slot_at(latest).index <= *last.slot) {
+        r.slot = schedule_.slot_at(latest);
+        const auto since = std::chrono::duration_cast<std::chrono::system_clock::duration>(now - last.stamp_sent);
+        r.local_clock_offset = local_clock_offset(last.stamp + since);
+        r.skip_reason = "this node already ran the slot";
+        return true;
+    }
+    read_before = service_.server_time();
+    r.local_clock_offset = local_clock_offset(*read_before);
+    r.slot = schedule_.slot_at(*read_before);
+    if (r.slot.index <= *last.slot) {
+        r.skip_reason = "this node already ran the slot";
+        return true;
+    }
+    return false;
+}
+
+// The run's hold, made current for release() and for the mutex's loss callback.
+std::shared_ptr<JobLock::SlotHold> JobLock::start_slot_hold() {
     auto h = std::make_shared<SlotHold>();
     {
         MutexLock g(mu_);
@@ -235,112 +292,129 @@ JobRun JobLock::run_once(const std::function<void(JobContext&)>& job) {
         MutexLock g(loss_target_->mu);
         loss_target_->hold = h;
     }
-    const SteadyTime acq_sent = std::chrono::steady_clock::now();
-    Hold held;
+    return h;
+}
+
+// Waits up to boundary_wait for the lock; ends `h` if the acquire throws.
+JobLock::Grant JobLock::acquire_slot_lock(SlotHold& h) {
+    Grant grant;
+    grant.sent = std::chrono::steady_clock::now();
     try {
-        held = mutex_->try_acquire_for(options_.boundary_wait);
+        grant.held = mutex_->try_acquire_for(options_.boundary_wait);
     } catch (...) {
-        h->end_with(Hold{});
+        h.end_with(Hold{});
         throw;
     }
-    const SteadyTime acq_back = std::chrono::steady_clock::now();
-    if (!held) {
-        h->end_with(Hold{});
-        if (!read_before) {
-            // The slot skipped, for the report: the one the server's clock is in now.
-            const SystemTime now = service_.server_time();
-            r.local_clock_offset = local_offset(now);
-            r.slot = schedule_.slot_at(now);
-        }
-        r.skip_reason = std::string(kRefused);
-        return r;
+    grant.back = std::chrono::steady_clock::now();
+    return grant;
+}
+
+// Another node holds the lock: ends `h` and reports the skip.
+void JobLock::skip_refused_slot(SlotHold& h, const std::optional<SystemTime>& read_before, JobRun& r) {
+    h.end_with(Hold{});
+    if (!read_before) {
+        // The slot skipped, for the report: the one the server's clock is in now.
+        const SystemTime now = service_.server_time();
+        r.local_clock_offset = local_clock_offset(now);
+        r.slot = schedule_.slot_at(now);
     }
-    SystemTime started, at_least, at_most;
-    SteadyTime anchor, stamp_sent;
-    try {
-        // The slot is the one the server's clock is in once the lock is ours: a node that waited
-        // across a boundary runs the new slot, never the old one. The backend's own stamp of the
-        // grant (Redis: TIME in the acquire script) costs nothing; else the clock is read now.
-        if (const auto granted = held.server_time_at_grant()) {
-            started = *granted;
-            stamp_sent = acq_sent;
-            anchor = acq_back;  // the stamp was made by then: deadlines err late, never early
-        } else {
-            stamp_sent = std::chrono::steady_clock::now();
-            started = service_.server_time();
-            anchor = std::chrono::steady_clock::now();  // after the reply: deadlines err late, never early
-        }
-        r.local_clock_offset = local_offset(started);
-        r.slot = schedule_.slot_at(started);
-        // at_most_for counts from this acquisition (ShedLock's lockAtMostFor), so a node that
-        // takes over a slot whose holder died or overran gets the whole allowance.
-        at_most = options_.at_most_for ? started + *options_.at_most_for : r.slot.end;
-        at_least = options_.at_least_for ? r.slot.start + *options_.at_least_for : r.slot.end;
-        if (last && r.slot.index <= *last) {
-            r.skip_reason = "this node already ran the slot";
-        } else if (options_.run_record) {
-            if (JobRunRecord::find(*options_.run_record, job_, r.slot.index)) r.skip_reason = "the slot has a run record";
-        } else if (started >= at_least) {
-            // Someone may have run the slot and released it at at_least_for (O4): too late to tell.
-            r.skip_reason = "too late: past at_least_for into the slot";
-        }
-        if (r.skip_reason.empty()) r.token = held.fence_token();
-    } catch (...) {
-        h->end_with(std::move(held));
-        throw;
+    r.skip_reason = std::string(kRefused);
+}
+
+// The slot is the one the server's clock is in once the lock is ours: a node that waited across a
+// boundary runs the new slot, never the old one. The backend's own stamp of the grant (Redis: TIME
+// in the acquire script) costs nothing; else the clock is read now.
+JobLock::RunStart JobLock::stamp_run_start(const Grant& grant) {
+    RunStart s;
+    if (const auto granted = grant.held.server_time_at_grant()) {
+        s.started = *granted;
+        s.stamp_sent = grant.sent;
+        s.anchor = grant.back;  // the stamp was made by then: deadlines err late, never early
+    } else {
+        s.stamp_sent = std::chrono::steady_clock::now();
+        s.started = service_.server_time();
+        s.anchor = std::chrono::steady_clock::now();  // after the reply: deadlines err late, never early
     }
-    if (!r.skip_reason.empty()) {
-        h->end_with(std::move(held));
-        return r;
+    return s;
+}
+
+// Sets the run's slot and deadlines, and either its skip reason or its fencing token.
+void JobLock::decide_slot(const Hold& held, RunStart& s, const LastRun& last, JobRun& r) {
+    r.local_clock_offset = local_clock_offset(s.started);
+    r.slot = schedule_.slot_at(s.started);
+    // at_most_for counts from this acquisition (ShedLock's lockAtMostFor), so a node that takes
+    // over a slot whose holder died or overran gets the whole allowance.
+    s.at_most = options_.at_most_for ? s.started + *options_.at_most_for : r.slot.end;
+    s.at_least = options_.at_least_for ? r.slot.start + *options_.at_least_for : r.slot.end;
+    if (last.slot && r.slot.index <= *last.slot) {
+        r.skip_reason = "this node already ran the slot";
+    } else if (options_.run_record) {
+        if (JobRunRecord::find(*options_.run_record, job_, r.slot.index)) r.skip_reason = "the slot has a run record";
+    } else if (s.started >= s.at_least) {
+        // Someone may have run the slot and released it at at_least_for (O4): too late to tell.
+        r.skip_reason = "too late: past at_least_for into the slot";
     }
-    const SystemTime anchor_server = started;
-    const SteadyTime cap = steady_at(anchor, anchor_server, at_most);
+    if (r.skip_reason.empty()) r.token = held.fence_token();
+}
+
+SteadyTime JobLock::start_cap(const RunStart& s) { return steady_at(s.anchor, s.started, s.at_most); }
+
+// Gives `held` and its deadlines to `h`, or releases it if release() came first (the job then
+// runs with its stop requested).
+void JobLock::hand_hold_over(SlotHold& h, Hold held, const RunStart& s) {
     {
-        MutexLock g(h->mu);
-        h->hold_until = steady_at(anchor, anchor_server, std::min(at_least, at_most));
-        h->cap = cap;
-        if (!h->release_now) h->held = std::move(held);
+        MutexLock g(h.mu);
+        h.hold_until = steady_at(s.anchor, s.started, std::min(s.at_least, s.at_most));
+        h.cap = start_cap(s);
+        if (!h.release_now) h.held = std::move(held);
     }
-    if (held) h->end_with(std::move(held));  // release() came first: the job runs with its stop requested
-    {
-        MutexLock g(mu_);
-        last_slot_ = r.slot.index;
-        last_stamp_ = started;
-        last_stamp_sent_ = stamp_sent;
-    }
-    coordination_detail::JobHoldKeeper::instance().watch(h, cap);
-    if (h->lost->load()) coordination_detail::JobHoldKeeper::instance().poke();  // lost before it was watched
-    JobContext ctx(job_, r.slot, r.token, options_.owner, started, h->stop.get_token(), h->lost);
+    if (held) h.end_with(std::move(held));
+}
+
+void JobLock::remember_run(std::int64_t slot, const RunStart& s) {
+    MutexLock g(mu_);
+    last_slot_ = slot;
+    last_stamp_ = s.started;
+    last_stamp_sent_ = s.stamp_sent;
+}
+
+// Calls the job; what it throws goes to r.error.
+void JobLock::run_job(SlotHold& h, const std::function<void(JobContext&)>& job, SystemTime started, JobRun& r) {
+    JobContext ctx(job_, r.slot, r.token, options_.owner, started, h.stop.get_token(), h.lost);
     try {
         job(ctx);
     } catch (...) {
         r.error = std::current_exception();
     }
+}
+
+// Marks the job done: the hold is released here if at_least_for has passed, else the keeper
+// releases it then. Returns the run's outcome.
+JobOutcome JobLock::end_run(SlotHold& h, const std::exception_ptr& error) {
     bool overran = false;
     Hold done;
     SteadyTime keep_until = SteadyTime::max();
     {
-        MutexLock g(h->mu);
-        h->job_done = true;
-        overran = h->overran;
-        if (h->held) {
-            if (std::chrono::steady_clock::now() >= h->hold_until) {
-                done = std::move(h->held);  // nothing left to keep it for: release it here
+        MutexLock g(h.mu);
+        h.job_done = true;
+        overran = h.overran;
+        if (h.held) {
+            if (std::chrono::steady_clock::now() >= h.hold_until) {
+                done = std::move(h.held);  // nothing left to keep it for: release it here
             } else {
-                keep_until = h->hold_until;
+                keep_until = h.hold_until;
             }
         }
     }
     if (done) {
-        h->end_with(std::move(done));
+        h.end_with(std::move(done));
     } else if (keep_until != SteadyTime::max()) {
         coordination_detail::JobHoldKeeper::instance().due_at(keep_until);
     }
-    r.outcome = overran           ? JobOutcome::Overran
-                : h->lost->load() ? JobOutcome::Lost
-                : r.error         ? JobOutcome::Failed
-                                  : JobOutcome::Ran;
-    return r;
+    return overran           ? JobOutcome::Overran
+           : h.lost->load()  ? JobOutcome::Lost
+           : error           ? JobOutcome::Failed
+                             : JobOutcome::Ran;
 }
 
 }  // namespace lockstep

@@ -50,6 +50,28 @@ struct LeaderLatch::State {
         term.request_stop();
         changed.notify_all();
     }
+    bool is_closing() EXCLUDES(mutex) {
+        MutexLock lock(mutex);
+        return closing;
+    }
+    // Waits `d`, or less if close() comes first.
+    void pause(std::chrono::milliseconds d) EXCLUDES(mutex) {
+        MutexLock lock(mutex);
+        const auto until = std::chrono::steady_clock::now() + d;
+        while (!closing) {
+            if (changed.wait_until(mutex, until) == std::cv_status::timeout) break;
+        }
+    }
+    // A won campaign: a new term, with its own stop source.
+    void begin_term(FenceToken new_epoch) EXCLUDES(mutex) {
+        MutexLock lock(mutex);
+        leader = true;
+        hold_lost = false;
+        epoch = new_epoch;
+        term = std::stop_source();
+        ++terms;
+        changed.notify_all();
+    }
 };
 
 LeaderLatch::LeaderLatch(LockService& service, std::string name, LeaderLatchOptions options)
@@ -110,108 +132,113 @@ long LeaderLatch::terms() const {
     return state_->terms;
 }
 
+// The latch's thread: campaign, lead, step down, until close(). Every term that begins (on_elected)
+// ends with the hold released and on_revoked called, even when a callback throws.
 void LeaderLatch::run() {
     State& s = *state_;
     {
         MutexLock lock(s.mutex);
         s.thread_id = std::this_thread::get_id();
     }
+    const std::unique_ptr<DistributedMutex> mutex = make_latch_mutex();
+    if (!mutex) return;
+    while (!s.is_closing()) {
+        if (!campaign(*mutex)) continue;
+        const FenceToken epoch = read_epoch(*mutex);
+        s.begin_term(epoch);
+        notify_elected(epoch);
+        step_down(*mutex, lead(*mutex, epoch));
+    }
+}
+
+// The latch's mutex, whose on_lost ends the term at once; null (logged) if it cannot be made.
+std::unique_ptr<DistributedMutex> LeaderLatch::make_latch_mutex() {
     LockOptions lock_options = options_.lock;
     lock_options.max_wait.reset();
     lock_options.on_lost = [state = state_, user = options_.lock.on_lost](const LockLoss& loss) {
         state->hold_was_lost(loss);
         if (user) user(loss);
     };
-    std::unique_ptr<DistributedMutex> mutex;
     try {
-        mutex = service_.make_mutex(name_, lock_options);
+        return service_.make_mutex(name_, lock_options);
     } catch (const std::exception& e) {
         logger()->error("LeaderLatch '{}': cannot make its mutex: {}", name_, e.what());
-        return;
+        return nullptr;
     }
-    auto closing = [&s] {
-        MutexLock lock(s.mutex);
-        return s.closing;
-    };
-    auto pause = [&s](std::chrono::milliseconds d) {
-        MutexLock lock(s.mutex);
-        const auto until = std::chrono::steady_clock::now() + d;
-        while (!s.closing) {
-            if (s.changed.wait_until(s.mutex, until) == std::cv_status::timeout) break;
-        }
-    };
+}
 
-    while (!closing()) {
-        // Campaign in slices, so that close() is seen between two attempts.
-        bool won = false;
-        try {
-            won = mutex->try_lock_until_steady(detail::deadline_from_now(options_.campaign_slice));
-        } catch (const std::exception& e) {
-            logger()->warn("LeaderLatch '{}': campaign attempt failed: {}", name_, e.what());
-            pause(options_.retry_pause);
-            continue;
-        }
-        if (!won) continue;
+// One campaign slice, so that close() is seen between two attempts. A failed attempt is logged
+// and followed by retry_pause.
+bool LeaderLatch::campaign(DistributedMutex& mutex) {
+    try {
+        return mutex.try_lock_until_steady(detail::deadline_from_now(options_.campaign_slice));
+    } catch (const std::exception& e) {
+        logger()->warn("LeaderLatch '{}': campaign attempt failed: {}", name_, e.what());
+        state_->pause(options_.retry_pause);
+        return false;
+    }
+}
 
-        FenceToken epoch = 0;
-        try {
-            epoch = mutex->fence_token();
-        } catch (const std::exception& e) {
-            logger()->warn("LeaderLatch '{}': no fencing token: {}", name_, e.what());
+// The term's epoch: the hold's fencing token, or 0 (logged) if the backend cannot give one.
+FenceToken LeaderLatch::read_epoch(DistributedMutex& mutex) {
+    try {
+        return mutex.fence_token();
+    } catch (const std::exception& e) {
+        logger()->warn("LeaderLatch '{}': no fencing token: {}", name_, e.what());
+        return 0;
+    }
+}
+
+void LeaderLatch::notify_elected(FenceToken epoch) {
+    if (!options_.on_elected) return;
+    try {
+        options_.on_elected(epoch);
+    } catch (const std::exception& e) {
+        logger()->error("LeaderLatch '{}': on_elected threw: {}", name_, e.what());
+    }
+}
+
+// Leads until closed or lost, and ends the term. lost() is read outside the latch's mutex: the
+// backend may hold its own mutex while it calls on_lost, which takes the latch's.
+Revocation LeaderLatch::lead(DistributedMutex& mutex, FenceToken epoch) {
+    State& s = *state_;
+    Revocation revocation{.reason = RevokeReason::Closed, .epoch = epoch};
+    for (;;) {
+        const bool lost_now = mutex.lost();
+        MutexLock lock(s.mutex);
+        if (lost_now && !s.hold_lost) {
+            s.hold_lost = true;
+            s.loss = LockLoss{.name = name_, .reason = LockLossReason::Expired,
+                              .message = "the hold's validity ran out"};
         }
-        {
-            MutexLock lock(s.mutex);
-            s.leader = true;
-            s.hold_lost = false;
-            s.epoch = epoch;
-            s.term = std::stop_source();
-            ++s.terms;
+        if (s.hold_lost) {
+            revocation.reason = RevokeReason::HoldLost;
+            revocation.loss = s.loss.reason;
+            revocation.message = s.loss.message;
+        }
+        if (s.hold_lost || s.closing) {
+            s.leader = false;
+            s.term.request_stop();
             s.changed.notify_all();
+            return revocation;
         }
-        if (options_.on_elected) {
-            try {
-                options_.on_elected(epoch);
-            } catch (const std::exception& e) {
-                logger()->error("LeaderLatch '{}': on_elected threw: {}", name_, e.what());
-            }
-        }
+        s.changed.wait_for(s.mutex, options_.loss_poll);
+    }
+}
 
-        // Lead until closed or lost. lost() is read outside the latch's mutex: the backend may
-        // hold its own mutex while it calls on_lost, which takes the latch's.
-        Revocation revocation{.reason = RevokeReason::Closed, .epoch = epoch};
-        for (;;) {
-            const bool lost_now = mutex->lost();
-            MutexLock lock(s.mutex);
-            if (lost_now && !s.hold_lost) {
-                s.hold_lost = true;
-                s.loss = LockLoss{.name = name_, .reason = LockLossReason::Expired,
-                                  .message = "the hold's validity ran out"};
-            }
-            if (s.hold_lost) {
-                revocation.reason = RevokeReason::HoldLost;
-                revocation.loss = s.loss.reason;
-                revocation.message = s.loss.message;
-            }
-            if (s.hold_lost || s.closing) {
-                s.leader = false;
-                s.term.request_stop();
-                s.changed.notify_all();
-                break;
-            }
-            s.changed.wait_for(s.mutex, options_.loss_poll);
-        }
-        // Release (a lost hold is reported, never thrown), so that a standby is elected at once.
+// Releases (a lost hold is reported, never thrown), so that a standby is elected at once, then
+// calls on_revoked.
+void LeaderLatch::step_down(DistributedMutex& mutex, const Revocation& revocation) {
+    try {
+        mutex.unlock();
+    } catch (const std::exception& e) {
+        logger()->warn("LeaderLatch '{}': release failed: {}", name_, e.what());
+    }
+    if (options_.on_revoked) {
         try {
-            mutex->unlock();
+            options_.on_revoked(revocation);
         } catch (const std::exception& e) {
-            logger()->warn("LeaderLatch '{}': release failed: {}", name_, e.what());
-        }
-        if (options_.on_revoked) {
-            try {
-                options_.on_revoked(revocation);
-            } catch (const std::exception& e) {
-                logger()->error("LeaderLatch '{}': on_revoked threw: {}", name_, e.what());
-            }
+            logger()->error("LeaderLatch '{}': on_revoked threw: {}", name_, e.what());
         }
     }
 }

@@ -239,15 +239,25 @@ Config read_config(const std::string& path) {
     return c;
 }
 
-}  // namespace
+// The command line's settings (the rest is in the config file).
+struct CommandLine {
+    std::string config_path, metrics_file, metrics_bind = "127.0.0.1";
+    int metrics_port = -1;
+    double progress = 5;
+    bool inspect = false;
+    double inspect_sample_rate = 0;
+    bool ha = false;
+    std::string lock_url;
+};
 
-int main(int argc, char** argv) {
-    CLI::App app{
-        "lockstep-invalidator: follows a MariaDB binary log as a replica and deletes the Redis cache keys of every\n"
-        "row changed in the configured tables, whoever changed it (C5, C9; docs/invalidation.md). Each key is\n"
-        "deleted at once and a second time second_delete_delay_ms later (MariaDB's visibility window). The\n"
-        "position (GTID) is saved in lockstep_binlog_position after the deletes it covers: a restart resumes\n"
-        "there, nothing is skipped."};
+constexpr const char* kDescription =
+    "lockstep-invalidator: follows a MariaDB binary log as a replica and deletes the Redis cache keys of every\n"
+    "row changed in the configured tables, whoever changed it (C5, C9; docs/invalidation.md). Each key is\n"
+    "deleted at once and a second time second_delete_delay_ms later (MariaDB's visibility window). The\n"
+    "position (GTID) is saved in lockstep_binlog_position after the deletes it covers: a restart resumes\n"
+    "there, nothing is skipped.";
+
+void add_options(CLI::App& app, CommandLine& cl) {
     app.footer(
         "Config (JSON): {\"mysql\": \"mysql://root@127.0.0.1:3306/db\", \"redis\": \"redis://127.0.0.1:6379/0\",\n"
         "  \"name\": \"catalog\", \"server_id\": 4242 (distinct per follower),\n"
@@ -269,227 +279,270 @@ int main(int argc, char** argv) {
         "million checked writes), staleness_p50_ms/p99_ms/max_ms. SIGINT/SIGTERM: stop, save, print a last\n"
         "line with \"final\": true. With --ha an \"ha\" object: leader, epoch, terms. Exit 0 on a clean stop,\n"
         "2 on a bad config, 1 on another error.");
-    std::string config_path, metrics_file, metrics_bind = "127.0.0.1";
-    int metrics_port = -1;
-    double progress = 5;
-    bool inspect = false;
-    double inspect_sample_rate = 0;
-    bool ha = false;
-    std::string lock_url;
-    app.add_option("--config", config_path, "JSON config: servers, follower name and id, tables -> entities")->required();
-    app.add_option("--progress", progress, "Seconds between metrics lines on stdout (0: none)")->capture_default_str();
-    app.add_option("--metrics-file", metrics_file, "Rewrite this file with the latest metrics (JSON) at every progress tick");
-    app.add_flag("--inspect", inspect,
+    app.add_option("--config", cl.config_path, "JSON config: servers, follower name and id, tables -> entities")->required();
+    app.add_option("--progress", cl.progress, "Seconds between metrics lines on stdout (0: none)")->capture_default_str();
+    app.add_option("--metrics-file", cl.metrics_file, "Rewrite this file with the latest metrics (JSON) at every progress tick");
+    app.add_flag("--inspect", cl.inspect,
                  "Also run the consistency inspector (its own replica, server_id = the follower's + 1 unless the "
                  "config's \"inspector\" sets it): samples changed rows, reads the cache check_after_ms later, counts "
                  "entries older than the committed row and how long they stay stale");
-    app.add_option("--inspect-sample-rate", inspect_sample_rate, "Fraction of changed rows the inspector checks, in (0, 1] "
+    app.add_option("--inspect-sample-rate", cl.inspect_sample_rate, "Fraction of changed rows the inspector checks, in (0, 1] "
                    "(default 1, or the config's)");
-    app.add_flag("--ha", ha,
+    app.add_flag("--ha", cl.ha,
                  "Run as one of N instances (same config, distinct server_id): a leader latch elects one active "
                  "instance; its position writes are fenced by its epoch; a standby takes over within the lease");
-    app.add_option("--lock", lock_url, "With --ha: the lock service URL the latch runs on (redis://, mysql://, "
+    app.add_option("--lock", cl.lock_url, "With --ha: the lock service URL the latch runs on (redis://, mysql://, "
                    "zookeeper://, ...; default the config's ha.lock, else its redis URL)");
-    app.add_option("--metrics-port", metrics_port,
+    app.add_option("--metrics-port", cl.metrics_port,
                    "Serve Prometheus metrics on GET /metrics and a health answer on GET /health at this TCP port "
                    "(0: any free port, printed on stderr; default: off)")
         ->check(CLI::Range(0, 65535));
-    app.add_option("--metrics-bind", metrics_bind, "Address the metrics port listens on")->capture_default_str();
-    CLI11_PARSE(app, argc, argv);
+    app.add_option("--metrics-bind", cl.metrics_bind, "Address the metrics port listens on")->capture_default_str();
+}
 
-    try {
-        Config c = read_config(config_path);
-        if (inspect && !c.inspector) {
-            c.inspector = lockstep::InspectorOptions{};
-            c.inspector->server_id = c.options.server_id + 1;
+// The config file, with the command line's overrides.
+Config load_config(const CommandLine& cl) {
+    Config c = read_config(cl.config_path);
+    if (cl.inspect && !c.inspector) {
+        c.inspector = lockstep::InspectorOptions{};
+        c.inspector->server_id = c.options.server_id + 1;
+    }
+    if (c.inspector && cl.inspect_sample_rate > 0) c.inspector->sample_rate = cl.inspect_sample_rate;
+    c.options.on_error = [](std::exception_ptr e) {
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+            lockstep::logger()->warn("invalidator: {}", ex.what());
         }
-        if (c.inspector && inspect_sample_rate > 0) c.inspector->sample_rate = inspect_sample_rate;
-        c.options.on_error = [](std::exception_ptr e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& ex) {
-                lockstep::logger()->warn("invalidator: {}", ex.what());
-            }
-        };
-        if (ha) c.ha = true;
-        if (!lock_url.empty()) c.lock_url = lock_url;
-        std::signal(SIGINT, on_signal);
-        std::signal(SIGTERM, on_signal);
-        lockstep::RedisClient redis(c.redis);
+    };
+    if (cl.ha) c.ha = true;
+    if (!cl.lock_url.empty()) c.lock_url = cl.lock_url;
+    return c;
+}
 
-        // One term of activity: the follower (fenced by `epoch` when > 0), the inspector and the
-        // outbox replayer. Without --ha a single term runs until the stop.
-        struct Term {
-            std::unique_ptr<lockstep::BinlogInvalidator> follower;
-            std::unique_ptr<lockstep::ConsistencyInspector> inspector;
-            std::unique_ptr<lockstep::MysqlPool> outbox_pool;
-            std::unique_ptr<lockstep::Outbox> outbox;
-            void stop() {
-                outbox.reset();
-                if (inspector) inspector->stop();
-                if (follower) follower->stop();
-            }
-        };
-        auto begin_term = [&](std::int64_t epoch) {
-            auto t = std::make_unique<Term>();
-            auto options = c.options;
-            options.fence_token = epoch;
-            t->follower = std::make_unique<lockstep::BinlogInvalidator>(c.mysql, redis, lockstep::InvalidationMap(c.tables),
-                                                                       options);
-            t->follower->start();
-            // The inspector (consistency_inspector.h): a replica of its own that deletes nothing.
-            if (c.inspector) {
-                t->inspector = std::make_unique<lockstep::ConsistencyInspector>(c.mysql, redis,
-                                                                               lockstep::InvalidationMap(c.tables), *c.inspector);
-                t->inspector->start();
-            }
-            // The outbox replayer (strategies/outbox.h): rows of writers that died after COMMIT.
-            if (c.outbox) {
-                t->outbox_pool = std::make_unique<lockstep::MysqlPool>(c.mysql);
-                t->outbox = std::make_unique<lockstep::Outbox>(*t->outbox_pool, lockstep::make_redis_entry_store(redis),
-                                                               *c.outbox);
-            }
-            return t;
-        };
+// One term of activity: the follower (fenced by `epoch` when > 0), the inspector and the outbox
+// replayer. Without --ha a single term runs until the stop.
+struct Term {
+    std::unique_ptr<lockstep::BinlogInvalidator> follower;
+    std::unique_ptr<lockstep::ConsistencyInspector> inspector;
+    std::unique_ptr<lockstep::MysqlPool> outbox_pool;
+    std::unique_ptr<lockstep::Outbox> outbox;
+    void stop() {
+        outbox.reset();
+        if (inspector) inspector->stop();
+        if (follower) follower->stop();
+    }
+};
 
-        std::unique_ptr<lockstep::LockService> locks;
-        std::unique_ptr<lockstep::LeaderLatch> latch;
-        auto new_latch = [&] {
-            lockstep::LeaderLatchOptions lo;
-            lo.lock.lease = c.lease;
-            lo.on_elected = [](lockstep::FenceToken epoch) { lockstep::logger()->info("invalidator: elected, epoch {}", epoch); };
-            lo.on_revoked = [](const lockstep::Revocation& r) {
-                lockstep::logger()->warn("invalidator: term {} ended ({}{}{})", r.epoch, lockstep::to_string(r.reason),
-                                         r.message.empty() ? "" : ": ", r.message);
-            };
-            latch = std::make_unique<lockstep::LeaderLatch>(*locks, c.latch, std::move(lo));
-            latch->start();
-        };
-        if (c.ha) {
-            locks = lockstep::open_lock_service(c.lock_url);
+// The running process: its terms, its leader latch (--ha) and its metrics port. term_ and
+// last_metrics_ are written by the main thread only, under term_mu_ (the metrics port's scrapes
+// read them under it). Members are destroyed in reverse order: the metrics port stops before
+// the term it reads, the term before the latch.
+class Invalidator {
+public:
+    explicit Invalidator(Config c) : c_(std::move(c)), redis_(c_.redis) {}
+
+    // Until SIGINT/SIGTERM; prints the last line. Returns the exit code.
+    int run(const CommandLine& cl) {
+        if (c_.ha) {
+            locks_ = lockstep::open_lock_service(c_.lock_url);
             new_latch();
         }
+        serve_metrics(cl);
+        started_ = std::chrono::steady_clock::now();
+        if (!c_.ha) {
+            auto first = begin_term(0);
+            std::lock_guard g(term_mu_);
+            term_ = std::move(first);
+        }
+        follow(cl);
+        if (term_) term_->stop();
+        std::cout << snapshot(true) << std::endl;
+        {
+            std::lock_guard g(term_mu_);
+            term_.reset();
+        }
+        if (latch_) latch_->close();
+        return 0;
+    }
 
-        std::mutex term_mu;  // guards `term` and `last_metrics` against the metrics port's scrapes
-        std::unique_ptr<Term> term;
-        lockstep::InvalidatorMetrics last_metrics;  // of the last term, while standing by
-        std::int64_t epoch = 0;
-        std::stop_token term_token;
-        // The metrics port (prometheus-cpp's Exposer: its own threads; declared after the term so
-        // that it stops before it). Its scrapes read the current term under term_mu.
+private:
+    std::unique_ptr<Term> begin_term(std::int64_t epoch) {
+        auto t = std::make_unique<Term>();
+        auto options = c_.options;
+        options.fence_token = epoch;
+        t->follower = std::make_unique<lockstep::BinlogInvalidator>(c_.mysql, redis_, lockstep::InvalidationMap(c_.tables),
+                                                                   options);
+        t->follower->start();
+        // The inspector (consistency_inspector.h): a replica of its own that deletes nothing.
+        if (c_.inspector) {
+            t->inspector = std::make_unique<lockstep::ConsistencyInspector>(c_.mysql, redis_,
+                                                                           lockstep::InvalidationMap(c_.tables), *c_.inspector);
+            t->inspector->start();
+        }
+        // The outbox replayer (strategies/outbox.h): rows of writers that died after COMMIT.
+        if (c_.outbox) {
+            t->outbox_pool = std::make_unique<lockstep::MysqlPool>(c_.mysql);
+            t->outbox = std::make_unique<lockstep::Outbox>(*t->outbox_pool, lockstep::make_redis_entry_store(redis_),
+                                                           *c_.outbox);
+        }
+        return t;
+    }
+
+    void new_latch() {
+        lockstep::LeaderLatchOptions lo;
+        lo.lock.lease = c_.lease;
+        lo.on_elected = [](lockstep::FenceToken epoch) { lockstep::logger()->info("invalidator: elected, epoch {}", epoch); };
+        lo.on_revoked = [](const lockstep::Revocation& r) {
+            lockstep::logger()->warn("invalidator: term {} ended ({}{}{})", r.epoch, lockstep::to_string(r.reason),
+                                     r.message.empty() ? "" : ": ", r.message);
+        };
+        latch_ = std::make_unique<lockstep::LeaderLatch>(*locks_, c_.latch, std::move(lo));
+        latch_->start();
+    }
+
+    // The metrics port (prometheus-cpp's Exposer: its own threads). Its scrapes read the current
+    // term under term_mu_.
+    void serve_metrics(const CommandLine& cl) {
 #ifdef LOCKSTEP_INVALIDATOR_WITH_PROMETHEUS
-        std::unique_ptr<prometheus::Exposer> exposer;
-        std::shared_ptr<lockstep::PrometheusCollector> collector;
-        std::shared_ptr<HealthCollectable> health;
-        if (metrics_port >= 0) {
-            const std::string address = metrics_bind + ":" + std::to_string(metrics_port);
+        if (cl.metrics_port >= 0) {
+            const std::string address = cl.metrics_bind + ":" + std::to_string(cl.metrics_port);
             try {
-                exposer = std::make_unique<prometheus::Exposer>(address);
+                exposer_ = std::make_unique<prometheus::Exposer>(address);
             } catch (const std::exception& e) {
                 throw lockstep::ConfigError("--metrics-port", "cannot listen on " + address + ": " + e.what());
             }
-            collector = std::make_shared<lockstep::PrometheusCollector>();
-            collector->add_invalidator(c.options.name, [&] {
-                std::lock_guard g(term_mu);
-                return term ? term->follower->metrics() : last_metrics;
+            collector_ = std::make_shared<lockstep::PrometheusCollector>();
+            collector_->add_invalidator(c_.options.name, [&] {
+                std::lock_guard g(term_mu_);
+                return term_ ? term_->follower->metrics() : last_metrics_;
             });
             auto inspector_metrics = [&] {
-                std::lock_guard g(term_mu);
-                return term && term->inspector ? term->inspector->metrics() : lockstep::InspectorMetrics{};
+                std::lock_guard g(term_mu_);
+                return term_ && term_->inspector ? term_->inspector->metrics() : lockstep::InspectorMetrics{};
             };
             std::function<bool()> inspector_connected;
-            if (c.inspector) {
-                collector->add_inspector(c.options.name, inspector_metrics);
+            if (c_.inspector) {
+                collector_->add_inspector(c_.options.name, inspector_metrics);
                 inspector_connected = [inspector_metrics] { return inspector_metrics().connected; };
             }
             // A standby (--ha) follows nothing: it answers connected 0.
-            health = std::make_shared<HealthCollectable>(
-                c.options.name,
+            health_ = std::make_shared<HealthCollectable>(
+                c_.options.name,
                 [&] {
-                    std::lock_guard g(term_mu);
-                    return term && term->follower->metrics().connected;
+                    std::lock_guard g(term_mu_);
+                    return term_ && term_->follower->metrics().connected;
                 },
                 inspector_connected);
-            exposer->RegisterCollectable(collector, "/metrics");
-            exposer->RegisterCollectable(health, "/health");
-            std::cerr << "lockstep-invalidator: metrics on http://" << metrics_bind << ":"
-                      << exposer->GetListeningPorts().front() << "/metrics" << std::endl;
+            exposer_->RegisterCollectable(collector_, "/metrics");
+            exposer_->RegisterCollectable(health_, "/health");
+            std::cerr << "lockstep-invalidator: metrics on http://" << cl.metrics_bind << ":"
+                      << exposer_->GetListeningPorts().front() << "/metrics" << std::endl;
         }
 #else
-        if (metrics_port >= 0) {
+        if (cl.metrics_port >= 0) {
             throw lockstep::ConfigError("--metrics-port", "this lockstep-invalidator was built without prometheus-cpp");
         }
 #endif
-        const auto started = std::chrono::steady_clock::now();
-        auto snapshot = [&](bool final) {
-            std::lock_guard g(term_mu);
-            if (term) last_metrics = term->follower->metrics();
-            nlohmann::json j = to_json(last_metrics);
-            j["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-            j["active"] = term != nullptr;
-            if (term && term->inspector) j["inspector"] = to_json(term->inspector->metrics());
-            if (c.ha) j["ha"] = {{"leader", latch->is_leader()}, {"epoch", epoch}, {"terms", latch->terms()}};
-            if (final) j["final"] = true;
-            return j.dump();
-        };
-        auto end_term = [&](const char* why) {
-            if (!term) return;
-            term->stop();
-            std::lock_guard g(term_mu);
-            last_metrics = term->follower->metrics();
-            term.reset();
-            lockstep::logger()->warn("invalidator: stopped following (epoch {}): {}", epoch, why);
-        };
-        if (!c.ha) {
-            auto first = begin_term(0);
-            std::lock_guard g(term_mu);
-            term = std::move(first);
-        }
+    }
 
-        auto tick = std::chrono::duration<double>(progress > 0 ? progress : 1.0);
+    // The main loop: campaigns and follows (--ha), and prints a metrics line every tick.
+    void follow(const CommandLine& cl) {
+        auto tick = std::chrono::duration<double>(cl.progress > 0 ? cl.progress : 1.0);
         auto next = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(tick);
         while (!stop_requested.load()) {
-            if (c.ha) {
-                if (!term) {
-                    // Campaigning: follow as soon as elected, with this term's epoch as the fence.
-                    if (latch->await_leadership(std::chrono::milliseconds(50))) {
-                        term_token = latch->term_stop_token();
-                        epoch = latch->epoch();
-                        if (!term_token.stop_requested() && epoch > 0) {
-                            lockstep::logger()->info("invalidator: active, epoch {}", epoch);
-                            auto next_term = begin_term(epoch);
-                            std::lock_guard g(term_mu);
-                            term = std::move(next_term);
-                        }
-                    }
-                } else if (term_token.stop_requested()) {
-                    end_term("the term ended");
-                } else if (term->follower->metrics().fenced_out) {
-                    // A newer epoch wrote the position: this latch's view is late. Give the
-                    // leadership up and campaign again.
-                    end_term("a newer leader's epoch fenced the position");
-                    latch->close();
-                    new_latch();
-                } else {
-                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-                }
+            if (c_.ha) {
+                step_ha();
             } else {
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
             }
             if (std::chrono::steady_clock::now() < next) continue;
             next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(tick);
             auto line = snapshot(false);
-            if (progress > 0) std::cout << line << std::endl;
-            if (!metrics_file.empty()) std::ofstream(metrics_file, std::ios::trunc) << line << "\n";
+            if (cl.progress > 0) std::cout << line << std::endl;
+            if (!cl.metrics_file.empty()) std::ofstream(cl.metrics_file, std::ios::trunc) << line << "\n";
         }
-        if (term) term->stop();
-        std::cout << snapshot(true) << std::endl;
-        {
-            std::lock_guard g(term_mu);
-            term.reset();
+    }
+
+    // One step of --ha: begin a term when elected, end it when it ends or is fenced out.
+    void step_ha() {
+        if (!term_) {
+            // Campaigning: follow as soon as elected, with this term's epoch as the fence.
+            if (latch_->await_leadership(std::chrono::milliseconds(50))) {
+                term_token_ = latch_->term_stop_token();
+                epoch_ = latch_->epoch();
+                if (!term_token_.stop_requested() && epoch_ > 0) {
+                    lockstep::logger()->info("invalidator: active, epoch {}", epoch_);
+                    auto next_term = begin_term(epoch_);
+                    std::lock_guard g(term_mu_);
+                    term_ = std::move(next_term);
+                }
+            }
+        } else if (term_token_.stop_requested()) {
+            end_term("the term ended");
+        } else if (term_->follower->metrics().fenced_out) {
+            // A newer epoch wrote the position: this latch's view is late. Give the leadership up
+            // and campaign again.
+            end_term("a newer leader's epoch fenced the position");
+            latch_->close();
+            new_latch();
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
-        if (latch) latch->close();
-        return 0;
+    }
+
+    std::string snapshot(bool final) {
+        std::lock_guard g(term_mu_);
+        if (term_) last_metrics_ = term_->follower->metrics();
+        nlohmann::json j = to_json(last_metrics_);
+        j["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        j["active"] = term_ != nullptr;
+        if (term_ && term_->inspector) j["inspector"] = to_json(term_->inspector->metrics());
+        if (c_.ha) j["ha"] = {{"leader", latch_->is_leader()}, {"epoch", epoch_}, {"terms", latch_->terms()}};
+        if (final) j["final"] = true;
+        return j.dump();
+    }
+
+    void end_term(const char* why) {
+        if (!term_) return;
+        term_->stop();
+        std::lock_guard g(term_mu_);
+        last_metrics_ = term_->follower->metrics();
+        term_.reset();
+        lockstep::logger()->warn("invalidator: stopped following (epoch {}): {}", epoch_, why);
+    }
+
+    Config c_;
+    lockstep::RedisClient redis_;
+    std::unique_ptr<lockstep::LockService> locks_;
+    std::unique_ptr<lockstep::LeaderLatch> latch_;
+    std::mutex term_mu_;  // guards term_ and last_metrics_ against the metrics port's scrapes
+    std::unique_ptr<Term> term_;
+    lockstep::InvalidatorMetrics last_metrics_;  // of the last term, while standing by
+    std::int64_t epoch_ = 0;
+    std::stop_token term_token_;
+#ifdef LOCKSTEP_INVALIDATOR_WITH_PROMETHEUS
+    std::unique_ptr<prometheus::Exposer> exposer_;
+    std::shared_ptr<lockstep::PrometheusCollector> collector_;
+    std::shared_ptr<HealthCollectable> health_;
+#endif
+    std::chrono::steady_clock::time_point started_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{kDescription};
+    CommandLine cl;
+    add_options(app, cl);
+    CLI11_PARSE(app, argc, argv);
+
+    try {
+        Config c = load_config(cl);
+        std::signal(SIGINT, on_signal);
+        std::signal(SIGTERM, on_signal);
+        Invalidator invalidator(std::move(c));
+        return invalidator.run(cl);
     } catch (const lockstep::ConfigError& e) {
         std::cerr << "lockstep-invalidator: " << e.what() << "\n";
         return 2;

@@ -220,75 +220,33 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
         }
     }
 
+    // Invariant: every statement this acquisition sends is counted in `statements`, and added to
+    // stats.acquire_statements once, however it ends (acquired, ran out of time, or DbError).
     bool acquire_on(std::shared_ptr<Session> session, HoldRecord& h, SteadyTime deadline) EXCLUDES(mu) {
         const std::string name = server_name(h.name);
         Session& s = *session;  // the analysis cannot see through shared_ptr
         std::uint64_t statements = 0;  // sent by this acquisition (stats.acquire_statements)
-        const auto count_statements = [&] {
-            MutexLock g(mu);
-            stats.acquire_statements += statements;
-        };
         try {
             MutexLock g(s.mu);
             statements += set_lease(s, h.lease);
             for (;;) {
-                // try_lock passes SteadyTime::min(): never subtract it (overflow), wait 0.
-                const auto now = SteadyClock::now();
-                const auto left = deadline == SteadyTime::max() ? max_chunk(s)
-                                  : deadline <= now ? 0ms
-                                  : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-                const double wait_s = std::min(left, max_chunk(s)).count() / 1000.0;
-                // kAcquire: the token when it got the lock, 0 when the wait ran out, -1 for
-                // GET_LOCK's NULL (an error, e.g. the session was killed while it waited).
-                ++statements;
-                {
-                    MutexLock wg(mu);
-                    if (closing) table.throw_if_closed();
-                    waiting.insert(s.connection_id);
-                }
-                const auto sent = SteadyClock::now();
-                std::optional<Row> row;
-                {
-                    struct Waiting {  // off the list once the statement returned or failed
-                        State& st;
-                        std::int64_t id;
-                        ~Waiting() {
-                            {
-                                MutexLock wg(st.mu);
-                                st.waiting.erase(st.waiting.find(id));
-                            }
-                            st.waiting_changed.notify_all();
-                        }
-                    } on_list{*this, s.connection_id};
-                    row = s.conn->query_one(kAcquire, {name, wait_s});
-                }
-                const auto token = row ? row->get<std::optional<std::int64_t>>("token") : std::nullopt;
-                if (!token || *token < 0) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
-                if (*token > 0) {
-                    h.token = *token;
-                    // The session's idle time (wait_timeout >= lease) starts after this statement,
-                    // so the hold is valid from its send time. A GET_LOCK that waited long left
-                    // little of that: one statement more starts the count again (contended
-                    // acquisitions only; an uncontended one costs nothing more).
-                    SteadyTime valid_from = sent;
-                    if (SteadyClock::now() - sent > h.lease / 3) {
-                        valid_from = SteadyClock::now();
-                        ++statements;
-                        s.conn->query_one("SELECT 1 AS alive");
-                    }
-                    h.valid_until.store(locks_detail::valid_until_from(valid_from, h.lease));
+                const double wait_s = chunk_seconds(s, deadline);
+                SteadyTime sent;
+                const std::int64_t token = get_lock_chunk(s, name, wait_s, sent, statements);
+                if (token > 0) {
+                    start_validity(s, h, token, sent, statements);
                     break;
                 }
                 if (SteadyClock::now() >= deadline || wait_s == 0.0) {
                     give_back_locked(session, s);
-                    count_statements();
+                    add_acquire_statements(statements);
                     return false;
                 }
                 MutexLock sg(mu);
                 ++stats.wait_chunks;
             }
         } catch (const DbError& e) {
-            count_statements();
+            add_acquire_statements(statements);
             {
                 MutexLock g(s.mu);
                 s.conn.reset();
@@ -304,6 +262,71 @@ struct MysqlLockService::State : locks_detail::HoldBackend {
             stats.acquire_statements += statements;
         }
         return true;
+    }
+
+    void add_acquire_statements(std::uint64_t statements) EXCLUDES(mu) {
+        MutexLock g(mu);
+        stats.acquire_statements += statements;
+    }
+
+    // The next GET_LOCK wait, in seconds: what is left to `deadline`, at most max_chunk.
+    static double chunk_seconds(const Session& s, SteadyTime deadline) {
+        // try_lock passes SteadyTime::min(): never subtract it (overflow), wait 0.
+        const auto now = SteadyClock::now();
+        const auto left = deadline == SteadyTime::max() ? max_chunk(s)
+                          : deadline <= now ? 0ms
+                          : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+        return std::min(left, max_chunk(s)).count() / 1000.0;
+    }
+
+    // One GET_LOCK wait (kAcquire), with the session on the `waiting` list while it runs (close()
+    // kills the waits on it). Returns the token when it got the lock, 0 when the wait ran out;
+    // GET_LOCK's NULL (an error, e.g. the session was killed while it waited) is a DbError.
+    // `sent` is when the statement went out.
+    std::int64_t get_lock_chunk(Session& s, const std::string& name, double wait_s, SteadyTime& sent,
+                                std::uint64_t& statements) REQUIRES(s.mu) EXCLUDES(mu) {
+        ++statements;
+        {
+            MutexLock wg(mu);
+            if (closing) table.throw_if_closed();
+            waiting.insert(s.connection_id);
+        }
+        sent = SteadyClock::now();
+        std::optional<Row> row;
+        {
+            struct Waiting {  // off the list once the statement returned or failed
+                State& st;
+                std::int64_t id;
+                ~Waiting() {
+                    {
+                        MutexLock wg(st.mu);
+                        st.waiting.erase(st.waiting.find(id));
+                    }
+                    st.waiting_changed.notify_all();
+                }
+            } on_list{*this, s.connection_id};
+            row = s.conn->query_one(kAcquire, {name, wait_s});
+        }
+        // kAcquire: -1 for GET_LOCK's NULL.
+        const auto token = row ? row->get<std::optional<std::int64_t>>("token") : std::nullopt;
+        if (!token || *token < 0) throw DbError("GET_LOCK('" + name + "') returned NULL", 0, "HY000");
+        return *token;
+    }
+
+    // The session's idle time (wait_timeout >= lease) starts after the GET_LOCK statement, so the
+    // hold is valid from its send time. A GET_LOCK that waited long left little of that: one
+    // statement more starts the count again (contended acquisitions only; an uncontended one costs
+    // nothing more).
+    static void start_validity(Session& s, HoldRecord& h, std::int64_t token, SteadyTime sent,
+                               std::uint64_t& statements) REQUIRES(s.mu) {
+        h.token = token;
+        SteadyTime valid_from = sent;
+        if (SteadyClock::now() - sent > h.lease / 3) {
+            valid_from = SteadyClock::now();
+            ++statements;
+            s.conn->query_one("SELECT 1 AS alive");
+        }
+        h.valid_until.store(locks_detail::valid_until_from(valid_from, h.lease));
     }
 
     // Wakes the watchdog only when this hold needs checks sooner than it sleeps: waking it at

@@ -672,15 +672,7 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
             }) : ZSYSTEMERROR;
             if (rc == ZOK) rc = wait_reply(*created, limit);
             if (rc == kNoReplyInTime) return std::nullopt;
-            if (rc == ZOK) {
-                if (list_sent == ZOK && wait_reply(*listed, limit) == ZOK) {
-                    MutexLock g(listed->mu);
-                    *listing = std::move(listed->strings);
-                }
-                MutexLock g(created->mu);
-                const std::string& full = created->value;
-                return std::pair<std::string, std::int64_t>{full.substr(full.rfind('/') + 1), created->st.czxid};
-            }
+            if (rc == ZOK) return node_created(*created, *listed, list_sent, listing, limit);
             if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) {
                 session_ended(h);
                 throw SessionEnded{};
@@ -691,46 +683,85 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
                 continue;
             }
             if (!connection_lost(rc)) fail(rc, "create " + path);
-            // The reply was lost; the create may have been applied.
-            {
-                MutexLock g(mu);
-                ++stats.create_retries;
-            }
-            if (attempt >= 5 || !wait_connected(limit)) {
-                {
-                    MutexLock g(mu);
-                    if (expired || h != zh) throw SessionEnded{};  // the session took the node (if any)
-                }
-                sweep_later(h, gen, dir, node_prefix);
-                if (SteadyClock::now() >= limit) return std::nullopt;
-                fail(rc, "create " + path);
-            }
-            auto found = children_until(h, dir, limit);
-            if (!found) {
-                sweep_later(h, gen, dir, node_prefix);
-                return std::nullopt;
-            }
-            for (const auto& c : *found) {
-                if (c.rfind(node_prefix, 0) != 0) continue;
-                const std::string found_path = dir + "/" + c;
-                const auto [exists_rc, reply] = call_until(h, limit, [&](const void* data) {
-                    return zoo_aexists(h, found_path.c_str(), 0, &State::on_stat, data);
-                });
-                if (exists_rc != ZOK) {
-                    give_up_node(h, gen, found_path);
-                    if (exists_rc == kNoReplyInTime) return std::nullopt;
-                    break;  // gone meanwhile: create again
-                }
-                std::int64_t czxid = 0;
-                {
-                    MutexLock r(reply->mu);  // orders the completion's writes before this read
-                    czxid = reply->st.czxid;
-                }
-                MutexLock g(mu);
-                ++stats.adopted_nodes;
-                return std::pair<std::string, std::int64_t>{c, czxid};
+            if (const CreateOutcome lost = adopt_after_lost_reply(h, gen, dir, node_prefix, rc, attempt, limit); lost.settled) {
+                return lost.node;
             }
         }
+    }
+
+    // The create's reply came: the node's name and creation zxid, and the pipelined listing (if
+    // it was sent and answered by `limit`) in `*listing`.
+    static std::pair<std::string, std::int64_t> node_created(Reply& created, Reply& listed, int list_sent,
+                                                             std::optional<std::vector<std::string>>* listing,
+                                                             SteadyTime limit) EXCLUDES(created.mu, listed.mu) {
+        if (list_sent == ZOK && wait_reply(listed, limit) == ZOK) {
+            MutexLock g(listed.mu);
+            *listing = std::move(listed.strings);
+        }
+        MutexLock g(created.mu);
+        const std::string& full = created.value;
+        return std::pair<std::string, std::int64_t>{full.substr(full.rfind('/') + 1), created.st.czxid};
+    }
+
+    // What a create whose reply was lost came to. settled: create_node returns `node` (nullopt:
+    // no answer by the limit, the node given up); else it creates again.
+    struct CreateOutcome {
+        bool settled = false;
+        std::optional<std::pair<std::string, std::int64_t>> node;
+    };
+
+    // The reply was lost; the create may have been applied. Looks for the node by the attempt's
+    // guid once reconnected; after 5 attempts, or with no connection by `limit`, the node is left
+    // to the sweep and the error (`rc`) thrown, or nothing returned at the limit.
+    CreateOutcome adopt_after_lost_reply(zhandle_t* h, std::uint64_t gen, const std::string& dir,
+                                         const std::string& node_prefix, int rc, int attempt, SteadyTime limit)
+        EXCLUDES(mu) {
+        {
+            MutexLock g(mu);
+            ++stats.create_retries;
+        }
+        if (attempt >= 5 || !wait_connected(limit)) {
+            {
+                MutexLock g(mu);
+                if (expired || h != zh) throw SessionEnded{};  // the session took the node (if any)
+            }
+            sweep_later(h, gen, dir, node_prefix);
+            if (SteadyClock::now() >= limit) return {true, std::nullopt};
+            fail(rc, "create " + dir + "/" + node_prefix);
+        }
+        auto found = children_until(h, dir, limit);
+        if (!found) {
+            sweep_later(h, gen, dir, node_prefix);
+            return {true, std::nullopt};
+        }
+        return adopt_listed_node(h, gen, dir, node_prefix, *found, limit);
+    }
+
+    // Adopts the first node of `children` with the attempt's guid prefix that still exists. Not
+    // settled: none (or it went meanwhile): create again.
+    CreateOutcome adopt_listed_node(zhandle_t* h, std::uint64_t gen, const std::string& dir, const std::string& node_prefix,
+                                    const std::vector<std::string>& children, SteadyTime limit) EXCLUDES(mu) {
+        for (const auto& c : children) {
+            if (c.rfind(node_prefix, 0) != 0) continue;
+            const std::string found_path = dir + "/" + c;
+            const auto [exists_rc, reply] = call_until(h, limit, [&](const void* data) {
+                return zoo_aexists(h, found_path.c_str(), 0, &State::on_stat, data);
+            });
+            if (exists_rc != ZOK) {
+                give_up_node(h, gen, found_path);
+                if (exists_rc == kNoReplyInTime) return {true, std::nullopt};
+                return {};  // gone meanwhile: create again
+            }
+            std::int64_t czxid = 0;
+            {
+                MutexLock r(reply->mu);  // orders the completion's writes before this read
+                czxid = reply->st.czxid;
+            }
+            MutexLock g(mu);
+            ++stats.adopted_nodes;
+            return {true, std::pair<std::string, std::int64_t>{c, czxid}};
+        }
+        return {};
     }
 
     // Creates of session `gen` whose outcome is unknown (a connection loss took the reply) and
@@ -813,6 +844,9 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         return watches[pred_path].fired != seen || state_changes != changes || expired || session != gen || stopping;
     }
 
+    // One place in the queue of `dir`, in one session. Invariant: from its create on, our node is
+    // given up (give_up_node) on every way out but a hold and SessionEnded (the node went with the
+    // session, or was given up already).
     bool acquire_in_session(HoldRecord& hold, SteadyTime deadline, SteadyTime limit) EXCLUDES(mu, replace_mu) {
         // Plain copies, not structured bindings: the lambdas below capture them, which clang 14
         // (the sanitizer and fuzz builds) refuses for bindings.
@@ -832,116 +866,169 @@ struct ZooKeeperLockService::State : locks_detail::HoldBackend {
         const auto czxid = created->second;
         const std::string my_path = dir + "/" + mine;
         try {
-            for (;;) {
-                std::vector<Child> queue;
-                std::vector<std::string> names;
-                if (listing) {
-                    names = std::move(*listing);  // the create's pipelined listing, first time only
-                    listing.reset();
-                } else if (auto listed = children_until(h, dir, limit)) {
-                    names = std::move(*listed);
-                } else {
-                    give_up_node(h, gen, my_path);  // no listing by the limit
-                    return false;
-                }
-                for (const auto& c : names) {
-                    if (auto p = parse_child(c)) queue.push_back(*p);
-                }
-                std::sort(queue.begin(), queue.end(), [](const Child& a, const Child& b) { return a.seq < b.seq; });
-                auto me = std::find_if(queue.begin(), queue.end(), [&](const Child& c) { return c.name == mine; });
-                // Our ephemeral node is gone while we wait: its session expired and the server
-                // deleted it (the listing can be answered before this client hears of the expiry),
-                // or someone deleted it. Nothing is held yet, so this is not a lost lock: queue
-                // again (in the new session), as Curator's retry does, within the caller's deadline.
-                if (me == queue.end()) {
-                    {
-                        MutexLock g(mu);
-                        ++stats.requeued;
-                    }
-                    throw SessionEnded{};
-                }
-                // Whom to wait for: a mutex or a writer the node just before it; a reader the
-                // nearest earlier writer (readers share).
-                std::string pred;
-                int blockers = 0;  // earlier nodes this one waits for: pred is the nearest
-                for (auto it = me; it != queue.begin();) {
-                    --it;
-                    if (hold.kind != HoldKind::Read || it->tag == "write") {
-                        if (pred.empty()) pred = it->name;
-                        ++blockers;
-                    }
-                }
-                if (pred.empty()) break;
-                const std::string pred_path = dir + "/" + pred;
-                // Registered before the exists() that sets the watch, so its event cannot be
-                // missed; every waiter of this path sees it (Watch above).
-                int seen = 0;
-                int seen_deleted = 0;
-                std::uint64_t changes = 0;
-                {
-                    MutexLock g(mu);
-                    auto& w = watches[pred_path];
-                    ++w.waiters;
-                    seen = w.fired;
-                    seen_deleted = w.deleted;
-                    changes = state_changes;
-                }
-                struct Leave {
-                    State& s;
-                    const std::string& path;
-                    ~Leave() {
-                        MutexLock g(s.mu);
-                        if (auto it = s.watches.find(path); it != s.watches.end() && --it->second.waiters == 0) {
-                            s.watches.erase(it);
-                        }
-                    }
-                } leave{*this, pred_path};
-                // One watch, on the predecessor only (L9).
-                const int rc = call_until(h, limit, [&](const void* data) {
-                                   return zoo_aexists(h, pred_path.c_str(), 1, &State::on_stat, data);
-                               }).first;
-                if (rc == kNoReplyInTime) {
-                    give_up_node(h, gen, my_path);
-                    return false;
-                }
-                // Gone before the watch was set. When it was our only blocker we are first:
-                // sequence numbers only grow, so no node can appear ahead of ours.
-                if (rc == ZNONODE && blockers == 1) break;
-                if (rc == ZNONODE) continue;
-                if (rc != ZOK) fail(rc, "exists " + pred_path);
-                fault::point("locks.zookeeper.watching");  // queued, the watch set, about to wait
-                MutexLock g(mu);
-                // A session event (disconnect, reconnect) also wakes the waiter (wait_over).
-                bool woke = true;
-                while (!wait_over(pred_path, seen, changes, gen)) {
-                    if (changed.wait_until(mu, deadline) == std::cv_status::timeout) {
-                        woke = wait_over(pred_path, seen, changes, gen);
-                        break;
-                    }
-                }
-                // The service is being destroyed: leave the line (the catch below deletes our node).
-                if (stopping) table.throw_if_closed();
-                if (expired || session != gen) throw SessionEnded{};
-                if (!woke) {
-                    g.unlock();
-                    give_up_node(h, gen, my_path);  // give up our place
-                    return false;
-                }
-                // The hand-over without a listing: our only blocker was deleted, and sequence
-                // numbers only grow, so nothing can stand ahead of us now — we hold the lock.
-                // (Curator lists the children again: one more round trip per hand-over.) After a
-                // session event the queue is listed again as before.
-                if (blockers == 1 && watches[pred_path].deleted != seen_deleted && state_changes == changes) {
-                    ++stats.handovers_without_listing;
-                    break;
-                }
-            }
+            if (!wait_until_first(h, gen, hold.kind, dir, mine, listing, deadline, limit)) return false;
         } catch (const SessionEnded&) {
             throw;  // the node went with the session
         } catch (...) {
             give_up_node(h, gen, my_path);
             throw;
         }
+        return take_first_place(hold, h, gen, my_path, czxid);
+    }
+
+    // How a wait for the predecessor ended.
+    enum class WaitEnd {
+        First,      // our node is first for its kind: the lock is ours
+        ListAgain,  // list the queue again
+        GaveUp,     // the deadline or the limit passed: our node was given up
+    };
+
+    // Waits in the queue until our node (`mine`) is first for its kind. false: given up (our node
+    // too). `listing` is the create's pipelined listing, used for the first look only.
+    bool wait_until_first(zhandle_t* h, std::uint64_t gen, HoldKind kind, const std::string& dir, const std::string& mine,
+                          std::optional<std::vector<std::string>>& listing, SteadyTime deadline, SteadyTime limit)
+        EXCLUDES(mu) {
+        const std::string my_path = dir + "/" + mine;
+        for (;;) {
+            std::vector<std::string> names;
+            if (listing) {
+                names = std::move(*listing);  // the create's pipelined listing, first time only
+                listing.reset();
+            } else if (auto listed = children_until(h, dir, limit)) {
+                names = std::move(*listed);
+            } else {
+                give_up_node(h, gen, my_path);  // no listing by the limit
+                return false;
+            }
+            const Predecessor pred = predecessor_of(names, mine, kind);
+            if (pred.name.empty()) return true;
+            switch (wait_for_predecessor(h, gen, dir + "/" + pred.name, pred.blockers, my_path, deadline, limit)) {
+            case WaitEnd::First: return true;
+            case WaitEnd::ListAgain: continue;
+            case WaitEnd::GaveUp: return false;
+            }
+        }
+    }
+
+    struct Predecessor {
+        std::string name;  // empty: our node is first
+        int blockers = 0;  // earlier nodes ours waits for: `name` is the nearest
+    };
+
+    // Whom to wait for: a mutex or a writer the node just before it; a reader the nearest
+    // earlier writer (readers share).
+    Predecessor predecessor_of(const std::vector<std::string>& names, const std::string& mine, HoldKind kind)
+        EXCLUDES(mu) {
+        std::vector<Child> queue;
+        for (const auto& c : names) {
+            if (auto p = parse_child(c)) queue.push_back(*p);
+        }
+        std::sort(queue.begin(), queue.end(), [](const Child& a, const Child& b) { return a.seq < b.seq; });
+        auto me = std::find_if(queue.begin(), queue.end(), [&](const Child& c) { return c.name == mine; });
+        // Our ephemeral node is gone while we wait: its session expired and the server deleted it
+        // (the listing can be answered before this client hears of the expiry), or someone deleted
+        // it. Nothing is held yet, so this is not a lost lock: queue again (in the new session), as
+        // Curator's retry does, within the caller's deadline.
+        if (me == queue.end()) {
+            {
+                MutexLock g(mu);
+                ++stats.requeued;
+            }
+            throw SessionEnded{};
+        }
+        Predecessor pred;
+        for (auto it = me; it != queue.begin();) {
+            --it;
+            if (kind != HoldKind::Read || it->tag == "write") {
+                if (pred.name.empty()) pred.name = it->name;
+                ++pred.blockers;
+            }
+        }
+        return pred;
+    }
+
+    // What this waiter saw of the predecessor's watch when it joined it.
+    struct WatchMark {
+        int seen = 0;
+        int seen_deleted = 0;
+        std::uint64_t changes = 0;
+    };
+
+    // Sets one watch, on the predecessor only (L9), and waits for it. The waiter is registered
+    // before the exists() that sets the watch, so its event cannot be missed; every waiter of this
+    // path sees it (Watch above).
+    WaitEnd wait_for_predecessor(zhandle_t* h, std::uint64_t gen, const std::string& pred_path, int blockers,
+                                 const std::string& my_path, SteadyTime deadline, SteadyTime limit) EXCLUDES(mu) {
+        WatchMark mark;
+        {
+            MutexLock g(mu);
+            auto& w = watches[pred_path];
+            ++w.waiters;
+            mark.seen = w.fired;
+            mark.seen_deleted = w.deleted;
+            mark.changes = state_changes;
+        }
+        struct Leave {
+            State& s;
+            const std::string& path;
+            ~Leave() {
+                MutexLock g(s.mu);
+                if (auto it = s.watches.find(path); it != s.watches.end() && --it->second.waiters == 0) {
+                    s.watches.erase(it);
+                }
+            }
+        } leave{*this, pred_path};
+        const int rc = call_until(h, limit, [&](const void* data) {
+                           return zoo_aexists(h, pred_path.c_str(), 1, &State::on_stat, data);
+                       }).first;
+        if (rc == kNoReplyInTime) {
+            give_up_node(h, gen, my_path);
+            return WaitEnd::GaveUp;
+        }
+        // Gone before the watch was set. When it was our only blocker we are first: sequence
+        // numbers only grow, so no node can appear ahead of ours.
+        if (rc == ZNONODE && blockers == 1) return WaitEnd::First;
+        if (rc == ZNONODE) return WaitEnd::ListAgain;
+        if (rc != ZOK) fail(rc, "exists " + pred_path);
+        fault::point("locks.zookeeper.watching");  // queued, the watch set, about to wait
+        return await_watch(h, gen, pred_path, mark, blockers, my_path, deadline);
+    }
+
+    // Waits for the predecessor's watch, a session event, or the deadline.
+    WaitEnd await_watch(zhandle_t* h, std::uint64_t gen, const std::string& pred_path, const WatchMark& mark,
+                        int blockers, const std::string& my_path, SteadyTime deadline) EXCLUDES(mu) {
+        MutexLock g(mu);
+        // A session event (disconnect, reconnect) also wakes the waiter (wait_over).
+        bool woke = true;
+        while (!wait_over(pred_path, mark.seen, mark.changes, gen)) {
+            if (changed.wait_until(mu, deadline) == std::cv_status::timeout) {
+                woke = wait_over(pred_path, mark.seen, mark.changes, gen);
+                break;
+            }
+        }
+        // The service is being destroyed: leave the line (acquire_in_session deletes our node).
+        if (stopping) table.throw_if_closed();
+        if (expired || session != gen) throw SessionEnded{};
+        if (!woke) {
+            g.unlock();
+            give_up_node(h, gen, my_path);  // give up our place
+            return WaitEnd::GaveUp;
+        }
+        // The hand-over without a listing: our only blocker was deleted, and sequence numbers
+        // only grow, so nothing can stand ahead of us now — we hold the lock. (Curator lists the
+        // children again: one more round trip per hand-over.) After a session event the queue is
+        // listed again as before.
+        if (blockers == 1 && watches[pred_path].deleted != mark.seen_deleted && state_changes == mark.changes) {
+            ++stats.handovers_without_listing;
+            return WaitEnd::First;
+        }
+        return WaitEnd::ListAgain;
+    }
+
+    // Our node is first: the hold, valid until the session's bound, unless the session ended or
+    // its bound passed meanwhile (then SessionEnded: queue again).
+    bool take_first_place(HoldRecord& hold, zhandle_t* h, std::uint64_t gen, const std::string& my_path,
+                          std::int64_t czxid) EXCLUDES(mu) {
         hold.key = my_path;
         hold.token = czxid;  // the create's zxid: see the header
         hold.state = std::make_shared<ZkHold>(ZkHold{my_path, gen});

@@ -179,6 +179,28 @@ private:
     // Waits until the last run's hold has ended (at its own deadline, by this slot's start).
     void await_last_hold() EXCLUDES(mu_);
 
+    // run_once's stages, in order (job_lock.cpp).
+    using SystemTime = std::chrono::system_clock::time_point;
+    using SteadyTime = std::chrono::steady_clock::time_point;
+    struct LastRun;
+    struct Grant;
+    struct RunStart;
+    std::chrono::milliseconds local_clock_offset(SystemTime server) const;
+    LastRun last_run() EXCLUDES(mu_);
+    bool skips_slot_already_run(const LastRun& last, JobRun& r, std::optional<SystemTime>& read_before)
+        REQUIRES(run_mu_);
+    std::shared_ptr<SlotHold> start_slot_hold() REQUIRES(run_mu_) EXCLUDES(mu_);
+    Grant acquire_slot_lock(SlotHold& h) REQUIRES(run_mu_);
+    void skip_refused_slot(SlotHold& h, const std::optional<SystemTime>& read_before, JobRun& r) REQUIRES(run_mu_);
+    RunStart stamp_run_start(const Grant& grant) REQUIRES(run_mu_);
+    void decide_slot(const Hold& held, RunStart& s, const LastRun& last, JobRun& r) REQUIRES(run_mu_);
+    static SteadyTime start_cap(const RunStart& s);
+    static void hand_hold_over(SlotHold& h, Hold held, const RunStart& s);
+    void remember_run(std::int64_t slot, const RunStart& s) REQUIRES(run_mu_) EXCLUDES(mu_);
+    void run_job(SlotHold& h, const std::function<void(JobContext&)>& job, SystemTime started, JobRun& r)
+        REQUIRES(run_mu_);
+    static JobOutcome end_run(SlotHold& h, const std::exception_ptr& error);
+
     LockService& service_;
     std::string job_;
     JobSchedule schedule_;

@@ -112,6 +112,13 @@ public:
 private:
     struct State;
     void run();
+    // run's stages (leader_latch.cpp).
+    std::unique_ptr<DistributedMutex> make_latch_mutex();
+    bool campaign(DistributedMutex& mutex);
+    FenceToken read_epoch(DistributedMutex& mutex);
+    void notify_elected(FenceToken epoch);
+    Revocation lead(DistributedMutex& mutex, FenceToken epoch);
+    void step_down(DistributedMutex& mutex, const Revocation& revocation);
 
     LockService& service_;
     std::string name_;
