@@ -426,14 +426,7 @@ bool RedisLockClient::Impl::wait_for_turn(Acquisition& a, SteadyTime deadline) {
             room->sleep(waiter, wake_at);
             fault::point("locks.wait.after_sleep");
             if (!granting) continue;
-            FenceToken granted = 0;
-            {
-                MutexLock lock(room->mutex);
-                if (waiter.granted) granted = waiter.token;
-                waiter.granted = false;
-                waiter.token = 0;
-            }
-            if (granted != 0) {
+            if (const FenceToken granted = room->take_grant(waiter); granted != 0) {
                 // Out of the line on the server: no other grant can name this waiter now.
                 if (take_grant(a, granted)) {
                     leave_room();

@@ -12,6 +12,14 @@ void WaitRoom::arm(RoomWaiter& w) {
     w.woken = false;
 }
 
+FenceToken WaitRoom::take_grant(RoomWaiter& w) {
+    MutexLock lock(mutex);
+    const FenceToken granted = w.granted ? w.token : 0;
+    w.granted = false;
+    w.token = 0;
+    return granted;
+}
+
 void WaitRoom::sleep(RoomWaiter& w, std::chrono::steady_clock::time_point until) {
     MutexLock lock(mutex);
     while (!w.woken && !w.granted) {

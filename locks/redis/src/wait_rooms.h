@@ -57,6 +57,8 @@ struct WaitRoom {
     void arm(RoomWaiter& w) EXCLUDES(mutex);
     // Sleeps until `w` is woken or granted, or `until`.
     void sleep(RoomWaiter& w, std::chrono::steady_clock::time_point until) EXCLUDES(mutex);
+    // The token of a grant delivered to `w` (0: none), cleared: a grant is taken once.
+    FenceToken take_grant(RoomWaiter& w) EXCLUDES(mutex);
     // Wakes every waiter of the room; returns how many. REQUIRES the room's mutex.
     std::size_t wake_all_locked() REQUIRES(mutex);
 
