@@ -49,6 +49,9 @@ private:
 
 lockstep::Hold RedisLockClient::Impl::acquire_movable(const std::shared_ptr<const LockSide>& side,
                                                       std::optional<SteadyTime> deadline) {
+    // try_acquire*() passes the deadline SteadyTime::min(): one attempt and no wait at a gate
+    // either, as try_lock().
+    if (deadline == SteadyTime::min()) deadline.reset();
     const OwnerKey owner = OwnerKey::new_movable();
     std::shared_ptr<RedisHold> hold;
     if (!acquire(side, deadline, owner, &hold)) return lockstep::Hold();

@@ -140,9 +140,7 @@ Hold RedisMutex::acquire() {
 }
 
 Hold RedisMutex::try_acquire_until_steady(std::chrono::steady_clock::time_point deadline) {
-    // try_acquire(): one attempt, no wait at the local gate either.
-    if (deadline == SteadyTime::min()) return impl().acquire_movable(side_, std::nullopt);
-    return impl().acquire_movable(side_, deadline);
+    return impl().acquire_movable(side_, deadline);  // min (try_acquire()): one attempt
 }
 
 void RedisMutex::unlock_as(UnlockMode mode) { impl().release(*side_, mode == UnlockMode::Throw); }

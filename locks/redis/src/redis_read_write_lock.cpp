@@ -158,14 +158,6 @@ bool RedisReadWriteLock::try_lock() {
     return impl().acquire(write_side_, std::nullopt);
 }
 
-// try_acquire*(): deadline min, one attempt, no wait at a gate either (as try_lock()).
-namespace {
-std::optional<SteadyTime> movable_deadline(SteadyTime deadline) {
-    if (deadline == SteadyTime::min()) return std::nullopt;
-    return deadline;
-}
-}  // namespace
-
 Hold RedisReadWriteLock::acquire() {
     const SteadyTime deadline = options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
     Hold h = impl().acquire_movable(write_side_, deadline);
@@ -173,7 +165,7 @@ Hold RedisReadWriteLock::acquire() {
     return h;
 }
 Hold RedisReadWriteLock::try_acquire_until_steady(SteadyTime deadline) {
-    return impl().acquire_movable(write_side_, movable_deadline(deadline));
+    return impl().acquire_movable(write_side_, deadline);
 }
 Hold RedisReadWriteLock::acquire_shared() {
     const SteadyTime deadline = options_.max_wait ? SteadyClock::now() + *options_.max_wait : SteadyTime::max();
@@ -182,7 +174,7 @@ Hold RedisReadWriteLock::acquire_shared() {
     return h;
 }
 Hold RedisReadWriteLock::try_acquire_shared_until_steady(SteadyTime deadline) {
-    return impl().acquire_movable(read_side_, movable_deadline(deadline));
+    return impl().acquire_movable(read_side_, deadline);
 }
 
 void RedisReadWriteLock::unlock_as(UnlockMode mode) { impl().release(*write_side_, mode == UnlockMode::Throw); }
