@@ -1,5 +1,5 @@
 // Internal: the movable holds (lockstep/locks/hold.h) of every backend built on a HoldTable
-// (memory, fair Redis, MySQL, ZooKeeper, Redlock). A movable hold is a hold of the same table
+// (memory, MySQL, ZooKeeper, Redlock). A movable hold is a hold of the same table
 // whose owner is a number of its own (OwnerKey::new_movable) instead of the calling thread, so
 // it goes through the same acquire and release flows, validity, renewal, max_hold and loss
 // reporting as a thread's hold; only the owner differs.

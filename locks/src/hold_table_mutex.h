@@ -1,4 +1,4 @@
-// Internal: the DistributedMutex of every backend built on a HoldTable (memory, fair Redis,
+// Internal: the DistributedMutex of every backend built on a HoldTable (memory,
 // MySQL, ZooKeeper, Redlock). The lock is the Mutex hold of `name` in `State::table`, acquired
 // and released through the State (the backend's HoldBackend), so a new backend writes its
 // acquire/release/abandon and gets the standard lock operations, reentrancy, loss reporting and

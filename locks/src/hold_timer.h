@@ -4,7 +4,7 @@
 // returns the earliest time any of them is due next; the thread sleeps until then (at most
 // `max_sleep`). Written once so that every backend keeps the same promises (L5, L11): a hold is
 // looked at when it is due, not on a service-wide period, and a new hold never waits past its
-// due time. Users: the renewal watchdogs of Redlock, the fair Redis mutex and the Redis client,
+// due time. Users: the renewal watchdogs of Redlock and of the Redis client (every Redis lock),
 // the Redis client's expiry thread, and the hold table's expiry thread (every other backend).
 //
 // The thread is woken early only when a hold registered meanwhile is due before its planned

@@ -6,7 +6,7 @@
 // from valid_until on, checked against the clock on every call (no round trip); the backend's
 // expiry thread (hold_table.h) or watchdog (the Redis client) fires on_lost at that instant.
 //
-// Used by the hold table (every backend but the barging Redis client) and by the Redis client's
+// Used by the hold table (every backend but Redis) and by the Redis client's
 // own hold registry, so that both count validity the same way.
 //
 // Thread safety: pure functions; the two atomics helpers are lock-free compare-and-swap loops,

@@ -182,7 +182,7 @@ public:
     // evict lock keys (only possible with EvictionCheck::Warn: Refuse throws instead).
     bool eviction_possible() const noexcept;
 
-    struct Impl;  // locks/src/lock_client_impl.h
+    struct Impl;  // locks/redis/src/lock_client_impl.h
 
 private:
     friend class RedisMutex;
