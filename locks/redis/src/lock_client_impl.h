@@ -253,6 +253,10 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // A release that failed (`failure`) of a hold already lost or past its validity: reported
     // as the loss it is; true when it was (then a checked unlock threw LockLostError).
     bool lost_before_failed_release(Release& rel, const std::exception& failure) EXCLUDES(mutex);
+    // Whether the hold was lost before its last release was sent (reported, or past its validity).
+    bool lost_before_release(const Release& rel) const EXCLUDES(mutex);
+    // A last release that went through for a hold lost before it: reported, thrown if checked.
+    void released_after_loss(Release& rel) EXCLUDES(mutex);
     void count_down(Release& rel) EXCLUDES(mutex);
     void forget(Release& rel) EXCLUDES(mutex);
     LockLostError lost_error(Release& rel) EXCLUDES(mutex);

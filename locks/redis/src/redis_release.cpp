@@ -51,6 +51,7 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked, OwnerKey
     // cannot end a later hold of the same thread.
     const std::string& owner = rel.held->owner;
     int answer = 0;
+    const bool lost_before = rel.last && !capped && lost_before_release(rel);
     try {
         // A capped hold ends whatever its count: the watchdog's release may not have run yet.
         answer = side.release(owner, rel.last || capped);
@@ -71,6 +72,10 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked, OwnerKey
     }
     fault::point(side.fault_points().after_release);
     if (answer == 0) return found_gone_at_unlock(rel);
+    // The key was still there (the server's lease runs from a later instant than the holder's
+    // count), but the holder's validity had ended: lost() said so and on_lost ran or is due. The
+    // release frees the key early; the unlock still tells of the loss (L10, L11).
+    if (lost_before) return released_after_loss(rel);
     if (capped) {
         // Given back by this release rather than by the watchdog's: a loss all the same (reported).
         stats.unlocks_of_lost_holds.fetch_add(1);
@@ -145,6 +150,23 @@ bool RedisLockClient::Impl::lost_before_failed_release(Release& rel, const std::
     if (loss) report(rel.held, *loss);
     if (rel.checked) throw lost_error(rel);
     return true;
+}
+
+bool RedisLockClient::Impl::lost_before_release(const Release& rel) const {
+    MutexLock lock(mutex);
+    return rel.held->lost || SteadyClock::now() >= rel.held->ends_at();
+}
+
+void RedisLockClient::Impl::released_after_loss(Release& rel) {
+    std::optional<LockLoss> loss;
+    {
+        MutexLock lock(mutex);
+        loss = mark_lost_locked(*rel.held, LockLossReason::Expired, "its validity ended before unlock");
+    }
+    stats.unlocks_of_lost_holds.fetch_add(1);
+    forget(rel);
+    if (loss) report(rel.held, *loss);
+    if (rel.checked) throw lost_error(rel);
 }
 
 // A last release forgets the hold; an inner one counts it down.
