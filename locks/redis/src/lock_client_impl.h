@@ -246,7 +246,8 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // The stages of release, each with its invariant where it is defined (redis_release.cpp).
     struct Release;
     bool find_release_target(Release& rel, bool& client_closed) EXCLUDES(mutex);
-    void found_gone_at_unlock(Release& rel) EXCLUDES(mutex);
+    // A last release of a hold that was lost: reported once, thrown if checked.
+    void end_lost_hold(Release& rel, LockLossReason reason, const char* why) EXCLUDES(mutex);
     // max_hold: true when the hold was ended by its cap (reported now if the watchdog has not
     // got to it yet); its release is then a last release and a loss.
     bool past_cap(Release& rel) EXCLUDES(mutex);
@@ -255,8 +256,6 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     bool lost_before_failed_release(Release& rel, const std::exception& failure) EXCLUDES(mutex);
     // Whether the hold was lost before its last release was sent (reported, or past its validity).
     bool lost_before_release(const Release& rel) const EXCLUDES(mutex);
-    // A last release that went through for a hold lost before it: reported, thrown if checked.
-    void released_after_loss(Release& rel) EXCLUDES(mutex);
     void count_down(Release& rel) EXCLUDES(mutex);
     void forget(Release& rel) EXCLUDES(mutex);
     LockLostError lost_error(Release& rel) EXCLUDES(mutex);

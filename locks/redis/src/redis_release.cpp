@@ -71,11 +71,11 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked, OwnerKey
         return;
     }
     fault::point(side.fault_points().after_release);
-    if (answer == 0) return found_gone_at_unlock(rel);
+    if (answer == 0) return end_lost_hold(rel, LockLossReason::FoundGone, "gone at unlock");
     // The key was still there (the server's lease runs from a later instant than the holder's
     // count), but the holder's validity had ended: lost() said so and on_lost ran or is due. The
     // release frees the key early; the unlock still tells of the loss (L10, L11).
-    if (lost_before) return released_after_loss(rel);
+    if (lost_before) return end_lost_hold(rel, LockLossReason::Expired, "its validity ended before unlock");
     if (capped) {
         // Given back by this release rather than by the watchdog's: a loss all the same (reported).
         stats.unlocks_of_lost_holds.fetch_add(1);
@@ -109,13 +109,13 @@ bool RedisLockClient::Impl::find_release_target(Release& rel, bool& client_close
 }
 
 // L3, L4, L10: the hold is not ours any more (lease ran out, maybe someone else holds it now, or
-// the server restarted). Nothing was deleted. Reported (once) either way; thrown only to a
-// checked unlock.
-void RedisLockClient::Impl::found_gone_at_unlock(Release& rel) {
+// the server restarted; or its validity had ended before a release that still found the key).
+// Reported (once) either way; thrown only to a checked unlock.
+void RedisLockClient::Impl::end_lost_hold(Release& rel, LockLossReason reason, const char* why) {
     std::optional<LockLoss> loss;
     {
         MutexLock lock(mutex);
-        loss = mark_lost_locked(*rel.held, LockLossReason::FoundGone, "gone at unlock");
+        loss = mark_lost_locked(*rel.held, reason, why);
     }
     stats.unlocks_of_lost_holds.fetch_add(1);
     forget(rel);
@@ -155,18 +155,6 @@ bool RedisLockClient::Impl::lost_before_failed_release(Release& rel, const std::
 bool RedisLockClient::Impl::lost_before_release(const Release& rel) const {
     MutexLock lock(mutex);
     return rel.held->lost || SteadyClock::now() >= rel.held->ends_at();
-}
-
-void RedisLockClient::Impl::released_after_loss(Release& rel) {
-    std::optional<LockLoss> loss;
-    {
-        MutexLock lock(mutex);
-        loss = mark_lost_locked(*rel.held, LockLossReason::Expired, "its validity ended before unlock");
-    }
-    stats.unlocks_of_lost_holds.fetch_add(1);
-    forget(rel);
-    if (loss) report(rel.held, *loss);
-    if (rel.checked) throw lost_error(rel);
 }
 
 // A last release forgets the hold; an inner one counts it down.
