@@ -249,13 +249,11 @@ struct RedisLockClient::Impl : std::enable_shared_from_this<RedisLockClient::Imp
     // A last release of a hold that was lost: reported once, thrown if checked.
     void end_lost_hold(Release& rel, LockLossReason reason, const char* why) EXCLUDES(mutex);
     // max_hold: true when the hold was ended by its cap (reported now if the watchdog has not
-    // got to it yet); its release is then a last release and a loss.
+    // got to it yet); its release is then a last release and a loss. Also notes rel.lost_before.
     bool past_cap(Release& rel) EXCLUDES(mutex);
     // A release that failed (`failure`) of a hold already lost or past its validity: reported
     // as the loss it is; true when it was (then a checked unlock threw LockLostError).
     bool lost_before_failed_release(Release& rel, const std::exception& failure) EXCLUDES(mutex);
-    // Whether the hold was lost before its last release was sent (reported, or past its validity).
-    bool lost_before_release(const Release& rel) const EXCLUDES(mutex);
     void count_down(Release& rel) EXCLUDES(mutex);
     void forget(Release& rel) EXCLUDES(mutex);
     LockLostError lost_error(Release& rel) EXCLUDES(mutex);

@@ -21,6 +21,7 @@ struct RedisLockClient::Impl::Release {
     const bool movable;     // a movable Hold releases once: no absorbed second unlock
     std::shared_ptr<RedisHold> held;
     bool last = false;  // the release ends the hold (count 1), not an inner re-entry
+    bool lost_before = false;  // lost (reported, or past its validity) before the release was sent
 };
 
 // The flow: find this thread's hold (L10), then either the hold is gone with the closed client,
@@ -51,7 +52,6 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked, OwnerKey
     // cannot end a later hold of the same thread.
     const std::string& owner = rel.held->owner;
     int answer = 0;
-    const bool lost_before = rel.last && !capped && lost_before_release(rel);
     try {
         // A capped hold ends whatever its count: the watchdog's release may not have run yet.
         answer = side.release(owner, rel.last || capped);
@@ -75,7 +75,7 @@ void RedisLockClient::Impl::release(const LockSide& side, bool checked, OwnerKey
     // The key was still there (the server's lease runs from a later instant than the holder's
     // count), but the holder's validity had ended: lost() said so and on_lost ran or is due. The
     // release frees the key early; the unlock still tells of the loss (L10, L11).
-    if (lost_before) return end_lost_hold(rel, LockLossReason::Expired, "its validity ended before unlock");
+    if (rel.last && rel.lost_before) return end_lost_hold(rel, LockLossReason::Expired, "its validity ended before unlock");
     if (capped) {
         // Given back by this release rather than by the watchdog's: a loss all the same (reported).
         stats.unlocks_of_lost_holds.fetch_add(1);
@@ -128,7 +128,9 @@ bool RedisLockClient::Impl::past_cap(Release& rel) {
     bool capped = false;
     {
         MutexLock lock(mutex);
-        if (!rel.held->lost && SteadyClock::now() >= rel.held->cap) {
+        const SteadyTime now = SteadyClock::now();
+        rel.lost_before = rel.held->lost || now >= rel.held->ends_at();  // under the lock past_cap takes anyway
+        if (!rel.held->lost && now >= rel.held->cap) {
             loss = mark_lost_locked(*rel.held, LockLossReason::MaxHoldReached, "max_hold reached before unlock");
         }
         capped = rel.held->lost && rel.held->loss_reason == LockLossReason::MaxHoldReached;
@@ -150,11 +152,6 @@ bool RedisLockClient::Impl::lost_before_failed_release(Release& rel, const std::
     if (loss) report(rel.held, *loss);
     if (rel.checked) throw lost_error(rel);
     return true;
-}
-
-bool RedisLockClient::Impl::lost_before_release(const Release& rel) const {
-    MutexLock lock(mutex);
-    return rel.held->lost || SteadyClock::now() >= rel.held->ends_at();
 }
 
 // A last release forgets the hold; an inner one counts it down.
