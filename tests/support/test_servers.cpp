@@ -95,12 +95,16 @@ RedisOptions TestServers::redis_options() const {
 std::string TestServers::mysql_url() const { return local_->mysql_url(); }
 MysqlOptions TestServers::mysql_options() const { return local_->mysql_options(); }
 
+// A private cluster or Sentinel setup answers for itself: the LocalServers beside it then has no
+// Redis, and asking it for its options would throw.
 bool TestServers::redis_is_cluster() const {
-    return cluster_ || local_->redis_options().topology == RedisTopology::Cluster;
+    if (cluster_ || sentinel_) return cluster_ != nullptr;
+    return local_->redis_options().topology == RedisTopology::Cluster;
 }
 
 bool TestServers::redis_is_sentinel() const {
-    return sentinel_ || local_->redis_options().topology == RedisTopology::Sentinel;
+    if (cluster_ || sentinel_) return sentinel_ != nullptr;
+    return local_->redis_options().topology == RedisTopology::Sentinel;
 }
 
 bool TestServers::owns_redis() const noexcept { return !cluster_ && !sentinel_ && local_->owns_redis(); }
