@@ -731,6 +731,14 @@ struct BinlogInvalidator::Impl {
         throw ConnectionError("follower: " + address(mysql) + " turned read-only (demoted); looking for the primary");
     }
 
+    // Records the server's seek once it is over; true then.
+    bool count_seek(const BinlogStream& stream) {
+        const auto took = stream.seek_time();
+        if (!took) return false;
+        count([&](InvalidatorMetrics& mm) { mm.last_seek_ms = static_cast<double>(took->count()) / 1000.0; });
+        return true;
+    }
+
     void follow_once() {
         std::string start;
         {
@@ -741,7 +749,8 @@ struct BinlogInvalidator::Impl {
                              .server_id = options.server_id,
                              .start_gtid = start,
                              .heartbeat = options.heartbeat,
-                             .read_timeout = options.read_timeout});
+                             .read_timeout = options.read_timeout,
+                             .seek_timeout = options.seek_timeout});
         stream.open();
         tables.clear();
         group = Group{};
@@ -752,8 +761,10 @@ struct BinlogInvalidator::Impl {
         count([](InvalidatorMetrics& mm) { mm.connected = true; });
         applied_changed.notify_all();
         fault::point(invalidation_points::after_stream_open);
+        bool seek_counted = false;
         while (!stopping.load()) {
             read_event(stream.next().bytes);
+            if (!seek_counted) seek_counted = count_seek(stream);
             if (flush_due(stream)) flush_ready();
             if (sources.size() > 1 && Clock::now() - last_source_check >= options.source_check) check_source();
         }

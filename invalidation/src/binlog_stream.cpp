@@ -9,6 +9,10 @@
 #include <poll.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "lockstep/db/mysql_tls.h"
@@ -107,6 +111,16 @@ std::string quoted(MYSQL* m, const std::string& s) {
     return "'" + out + "'";
 }
 
+// What the server sends before and while it looks for the start position: the fake ROTATE, the
+// FORMAT_DESCRIPTION, the GTID_LIST and BINLOG_CHECKPOINT of each file it reads. Anything else
+// (a GTID, a heartbeat) means the seek is over.
+bool sent_while_seeking(const BinlogEventBytes& event) noexcept {
+    if (event.bytes.size() < binlog::kHeaderSize) return false;
+    const std::uint8_t type = event.bytes[4];
+    return type == binlog::EventType::Rotate || type == binlog::EventType::FormatDescription ||
+           type == binlog::EventType::GtidList || type == binlog::EventType::BinlogCheckpoint;
+}
+
 }  // namespace
 
 struct BinlogStream::Impl {
@@ -114,6 +128,62 @@ struct BinlogStream::Impl {
     MYSQL* mysql = nullptr;
     MARIADB_RPL* rpl = nullptr;
     bool checksum = false;
+    // From the dump request until the first event past the start position (see the header).
+    bool seeking = false;
+    std::chrono::steady_clock::time_point seek_started{}, seek_deadline{};
+    std::optional<std::chrono::microseconds> seek_took;  // at the first event past the start
+    MYSQL* asker = nullptr;  // the second connection that asks whether the dump still runs
+
+    // Bytes of the next event are here, or arrive within `timeout`. True when that cannot be
+    // known (TLS through a library other than OpenSSL): the connector's own read timeout decides.
+    bool readable_within(std::chrono::milliseconds timeout) const noexcept {
+        const MARIADB_PVIO* pvio = mysql->net.pvio;
+        if (!pvio) return true;
+        if (pvio->cache && pvio->cache_pos < pvio->cache + pvio->cache_size) return true;
+        if (pvio->ctls) {
+            const auto* tls = static_cast<const ConnectorTls*>(pvio->ctls);
+            if (!openssl_tls(mysql) || !tls->ssl) return true;
+            if (SSL_pending(static_cast<const SSL*>(tls->ssl)) > 0) return true;
+        }
+        pollfd p{};
+        p.fd = mysql_get_socket(mysql);
+        p.events = POLLIN;
+        return ::poll(&p, 1, static_cast<int>(timeout.count())) != 0;  // ready, hung up, or an error next() reports
+    }
+
+    // Whether the server answers, within read_timeout, that this stream's connection is still
+    // there (its thread runs the dump, or is about to). A connection the server ended instead
+    // shows as a hang-up on the socket, which next() reports. Throws ConnectionError when the
+    // server does not answer.
+    bool dump_running() {
+        if (!asker) {
+            MysqlOptions o = options.mysql;
+            o.connect_timeout = std::min(o.connect_timeout, options.read_timeout);
+            asker = connect(o, options.read_timeout);
+        }
+        return query_string(asker, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " +
+                                       std::to_string(mysql_thread_id(mysql))) == "1";
+    }
+
+    // Before a read during the seek: silence is waited through while the server says the dump
+    // runs, up to seek_timeout.
+    void wait_through_seek() {
+        while (!readable_within(options.read_timeout)) {
+            if (std::chrono::steady_clock::now() >= seek_deadline) {
+                throw ConnectionError("binlog: the server sent nothing past the start position within seek_timeout (" +
+                                      std::to_string(options.seek_timeout.count()) + " ms)");
+            }
+            if (!dump_running()) throw ConnectionError("binlog: the server no longer has this stream's connection");
+        }
+    }
+
+    void end_seek() noexcept {
+        seeking = false;
+        if (asker) {
+            mysql_close(asker);
+            asker = nullptr;
+        }
+    }
 };
 
 BinlogStream::BinlogStream(BinlogStreamOptions options) : impl_(std::make_unique<Impl>()) {
@@ -148,6 +218,10 @@ void BinlogStream::open() {
         if (mariadb_rpl_open(impl_->rpl) != 0) {
             throw ConnectionError(std::string("binlog: dump request failed: ") + mysql_error(m));
         }
+        impl_->seeking = true;
+        impl_->seek_took.reset();
+        impl_->seek_started = std::chrono::steady_clock::now();
+        impl_->seek_deadline = impl_->seek_started + o.seek_timeout;
     } catch (...) {
         close();
         throw;
@@ -156,6 +230,14 @@ void BinlogStream::open() {
 
 BinlogEventBytes BinlogStream::next() {
     if (!impl_->rpl) throw ConnectionError("binlog: stream not open");
+    if (impl_->seeking) {
+        try {
+            impl_->wait_through_seek();
+        } catch (const Error&) {
+            close();
+            throw;
+        }
+    }
     // A fresh event each time, freed here: on some failures the connector frees the event it was
     // given and on others it does not, so reusing one would risk a double free.
     MARIADB_RPL_EVENT* ev = mariadb_rpl_fetch(impl_->rpl, nullptr);
@@ -172,8 +254,16 @@ BinlogEventBytes BinlogStream::next() {
     binlog::Bytes event(ev->raw_data + 1, ev->raw_data_size - 1);
     // The fake ROTATE and heartbeats the server makes up carry a checksum too when it is on.
     binlog::Bytes body = binlog::strip_checksum(event, impl_->checksum);
-    return BinlogEventBytes{std::vector<std::uint8_t>(body.begin(), body.end())};
+    BinlogEventBytes out{std::vector<std::uint8_t>(body.begin(), body.end())};
+    if (impl_->seeking && !sent_while_seeking(out)) {
+        impl_->seek_took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                                  impl_->seek_started);
+        impl_->end_seek();
+    }
+    return out;
 }
+
+std::optional<std::chrono::microseconds> BinlogStream::seek_time() const noexcept { return impl_->seek_took; }
 
 bool BinlogStream::has_buffered_event() const noexcept {
     MYSQL* m = impl_->mysql;
@@ -199,6 +289,7 @@ bool BinlogStream::has_buffered_event() const noexcept {
 }
 
 void BinlogStream::close() noexcept {
+    impl_->end_seek();
     if (impl_->rpl) {
         mariadb_rpl_close(impl_->rpl);
         impl_->rpl = nullptr;

@@ -14,6 +14,8 @@
 //     "name": "orders-service",                             row in lockstep_binlog_position
 //     "server_id": 4242,                                    distinct per follower
 //     "heartbeat_ms": 250, "read_timeout_ms": 1000, "save_interval_ms": 200,
+//     "seek_timeout_ms": 60000,                             the server's silent search for the
+//                                                           start position after a (re)connect
 //     "flush_on_fresh_start": true,
 //     "second_delete_delay_ms": 50, "second_delete_batch_ms": 5,      0: no second DEL
 //     "tables": [ {"table": "products", "entity": "product", "prefix": "ls:", "key_column": "id"} ],
@@ -91,6 +93,7 @@ nlohmann::json to_json(const lockstep::InvalidatorMetrics& m) {
             {"statement_events", m.statement_events},
             {"reconnects", m.reconnects},
             {"heartbeats", m.heartbeats},
+            {"last_seek_ms", m.last_seek_ms},
             {"redis_errors", m.redis_errors},
             {"positions_lost", m.positions_lost},
             {"positions_saved", m.positions_saved},
@@ -192,6 +195,7 @@ Config read_config(const std::string& path) {
         c.options.server_id = j.value("server_id", c.options.server_id);
         c.options.heartbeat = std::chrono::milliseconds(j.value("heartbeat_ms", c.options.heartbeat.count()));
         c.options.read_timeout = std::chrono::milliseconds(j.value("read_timeout_ms", c.options.read_timeout.count()));
+        c.options.seek_timeout = std::chrono::milliseconds(j.value("seek_timeout_ms", c.options.seek_timeout.count()));
         c.options.save_interval = std::chrono::milliseconds(j.value("save_interval_ms", c.options.save_interval.count()));
         c.options.flush_on_fresh_start = j.value("flush_on_fresh_start", c.options.flush_on_fresh_start);
         c.options.second_delete_delay =
@@ -262,7 +266,7 @@ void add_options(CLI::App& app, CommandLine& cl) {
         "Config (JSON): {\"mysql\": \"mysql://root@127.0.0.1:3306/db\", \"redis\": \"redis://127.0.0.1:6379/0\",\n"
         "  \"name\": \"catalog\", \"server_id\": 4242 (distinct per follower),\n"
         "  \"tables\": [{\"table\": \"products\", \"entity\": \"product\", \"prefix\": \"ls:\", \"key_column\": \"id\"}],\n"
-        "  optional: heartbeat_ms, read_timeout_ms, save_interval_ms, flush_on_fresh_start,\n"
+        "  optional: heartbeat_ms, read_timeout_ms, seek_timeout_ms (60000), save_interval_ms, flush_on_fresh_start,\n"
         "  second_delete_delay_ms (50; 0 = off), second_delete_batch_ms (5),\n"
         "  \"outbox\": {bound_ms, replay_every_ms}  also replay the transactional outbox,\n"
         "  \"inspector\": {server_id, sample_rate, check_after_ms, track_for_ms}  also run the inspector,\n"
@@ -274,7 +278,8 @@ void add_options(CLI::App& app, CommandLine& cl) {
         "reconnects, redis_errors, applied/saved GTID, start_gtid, positions_lost (flushed: position gone),\n"
         "positions_refused / fenced_out (a newer leader's epoch), source / source_switches / failover_gap_ms),\n"
         "\"active\" (following now),\n"
-        "lag_p50_us/lag_p99_us (first event received -> DEL landed), seconds_behind, elapsed_s; with the\n"
+        "lag_p50_us/lag_p99_us (first event received -> DEL landed), seconds_behind, last_seek_ms (the server's\n"
+        "seek to the position at the last connect), elapsed_s; with the\n"
         "inspector an \"inspector\" object: checked, stale, stale_open, stale_per_million (stale entries per\n"
         "million checked writes), staleness_p50_ms/p99_ms/max_ms. SIGINT/SIGTERM: stop, save, print a last\n"
         "line with \"final\": true. With --ha an \"ha\" object: leader, epoch, terms. Exit 0 on a clean stop,\n"

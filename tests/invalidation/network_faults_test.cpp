@@ -3,14 +3,17 @@
 // during the partition) and from Redis (its deletes time out, are retried, none is lost).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "eventually.h"
 #include "invalidation_test_support.h"
 #include "lockstep/core/uri.h"
 #include "lockstep/invalidation/binlog_invalidator.h"
+#include "lockstep/invalidation/fault_points.h"
 #include "lockstep/servers/fault_proxy.h"
 #include "lockstep/servers/proxied_url.h"
 #include "lockstep/core/fault_point.h"
@@ -92,6 +95,76 @@ TEST_F(FollowerNetworkFaultsTest, AFollowerCutOffFromMariadbReconnectsAndSkipsNo
                 static_cast<long long>(ms.count()), static_cast<unsigned long long>(m.reconnects), m.lag_p99_us,
                 m.lag_max_us);
     for (auto id : ids_) EXPECT_EQ(repo_->get(id)->price, 200);
+}
+
+// After a (re)connect the server sends nothing until it has found the start position in its
+// binlog file, no heartbeat either: 1.5 s for a 363 MB file on a loaded 2-core machine, longer
+// than a 1 s read_timeout. Forced here by holding what the server sends in the proxy for 1.6 s
+// right after the dump request (the server stays up): the stream asks on a second connection
+// (whose handshake waits out the rest of the stall), learns its connection is there,
+// and waits instead of declaring the server dead and reconnecting (which started a new seek each
+// time: a follower that never caught up).
+TEST_F(FollowerNetworkFaultsTest, AStreamSilentWhileTheServerSeeksItsStartWaitsInsteadOfReconnecting) {
+    auto proxy = proxy_for(servers().mysql_url());
+    MysqlOptions mysql = parse_mysql_url(proxied_mysql_url(servers().mysql_url(), *proxy));
+    BinlogInvalidatorOptions o = follower_options("net-seek-" + prefix_);
+    ASSERT_EQ(o.read_timeout, 1000ms);
+    constexpr auto kSilence = 1600ms;  // over one read_timeout, under two
+    std::thread healer;
+    struct JoinAtExit {
+        std::thread& t;
+        ~JoinAtExit() {
+            if (t.joinable()) t.join();
+        }
+    } join_healer{healer};  // destroyed after the follower, which is the only thread that starts it
+    std::atomic<bool> held{false};
+    auto armed = fault::arm(std::string(invalidation_points::after_stream_open), [&] {
+        proxy->stall(FaultDirection::ServerToClient);
+        healer = std::thread([&] {
+            std::this_thread::sleep_for(kSilence);
+            proxy->pass();
+        });
+        held = true;
+    }, {.times = 1});
+    BinlogInvalidator f(mysql, redis(), products_map(prefix_), o);
+    f.start();
+    ASSERT_TRUE(eventually([&] { return held.load(); }, 10s)) << "the stream never opened";
+    healer.join();  // the silence is over
+    cache_all_then_bypass(250);
+    ASSERT_TRUE(eventually([&] { return all_keys_gone(); }, 10s)) << "the stream after the silence skipped a write";
+    const auto m = f.metrics();
+    EXPECT_EQ(m.reconnects, 0u) << "a stream silent during the seek was declared dead";
+    std::printf("[ measure  ] the server's first events held %lld ms after the dump request; reconnects %llu\n",
+                static_cast<long long>(kSilence.count()), static_cast<unsigned long long>(m.reconnects));
+}
+
+// The other side of the same wait: a server cut off while the stream waits for its first event
+// does not answer the second connection either, and is declared dead after about two read timeouts
+// (one of silence, one for the unanswered question; not after seek_timeout); the follower reconnects and catches up once the network heals.
+TEST_F(FollowerNetworkFaultsTest, AServerCutOffBeforeItsFirstEventIsStillFoundDeadWithinThreeReadTimeouts) {
+    auto proxy = proxy_for(servers().mysql_url());
+    MysqlOptions mysql = parse_mysql_url(proxied_mysql_url(servers().mysql_url(), *proxy));
+    BinlogInvalidatorOptions o = follower_options("net-seek-dead-" + prefix_);
+    std::atomic<std::int64_t> cut_at_us{0};
+    auto now_us = [] {
+        return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    };
+    auto armed = fault::arm(std::string(invalidation_points::after_stream_open), [&] {
+        cut_at_us = now_us();
+        proxy->blackhole();
+    }, {.times = 1});
+    BinlogInvalidator f(mysql, redis(), products_map(prefix_), o);
+    f.start();
+    ASSERT_TRUE(eventually([&] { return f.metrics().reconnects >= 1; }, 10s)) << "the cut-off server was never found dead";
+    const auto found_ms = (now_us() - cut_at_us.load()) / 1000;
+    EXPECT_LE(found_ms, 3 * o.read_timeout.count()) << "the wait for a seek hid a dead server";
+    proxy->pass();
+    ASSERT_TRUE(f.wait_caught_up(20s));
+    cache_all_then_bypass(260);
+    ASSERT_TRUE(eventually([&] { return all_keys_gone(); }, 10s)) << "an invalidation was skipped";
+    std::printf("[ measure  ] cut off before the first event: found dead %lld ms later\n",
+                static_cast<long long>(found_ms));
 }
 
 TEST_F(FollowerNetworkFaultsTest, AFollowerCutOffFromRedisRetriesItsDeletesAndLosesNone) {

@@ -112,6 +112,8 @@ void add_invalidator_metrics(Families& families, const InvalidatorMetrics& m, co
     gauge("lag_p99_seconds", "first event of a group received -> its deletes landed, 99th percentile",
           m.lag_p99_us / 1e6);
     gauge("lag_max_seconds", "first event of a group received -> its deletes landed, maximum", m.lag_max_us / 1e6);
+    gauge("last_seek_seconds", "dump request -> first event past the start position, at the last (re)connect",
+          m.last_seek_ms / 1e3);
     gauge("connected", "1 while the binlog connection is up", m.connected ? 1.0 : 0.0);
 }
 

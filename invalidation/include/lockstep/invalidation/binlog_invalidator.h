@@ -89,6 +89,9 @@ struct BinlogInvalidatorOptions {
     // Server heartbeat period, and the read timeout that declares the server dead or paused.
     std::chrono::milliseconds heartbeat{250};
     std::chrono::milliseconds read_timeout{1000};
+    // How long the server may look for the start position in its binlog after a (re)connect,
+    // silent but answering that the dump runs (binlog_stream.h); it grows with the binlog file.
+    std::chrono::milliseconds seek_timeout{60000};
     // The applied position is saved at most this often (and on stop).
     std::chrono::milliseconds save_interval{200};
     // Backoff between reconnects / Redis retries: doubles from min to max.
@@ -146,6 +149,9 @@ struct InvalidatorMetrics {
     std::uint64_t source_switches = 0;    // moves to another server (a primary failover)
     // Last event from the previous source -> first event from the new one, at the last switch.
     double failover_gap_ms = 0;
+    // The dump request -> the first event past the start position, at the last (re)connect: the
+    // server reading its binlog file up to the position, silently; grows with the file.
+    double last_seek_ms = 0;
     std::string source;                   // host:port followed now
     std::string start_gtid;               // where this follower started (the stored position, or fresh)
     std::string applied_gtid;
