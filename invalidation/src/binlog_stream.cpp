@@ -134,21 +134,27 @@ struct BinlogStream::Impl {
     std::optional<std::chrono::microseconds> seek_took;  // at the first event past the start
     MYSQL* asker = nullptr;  // the second connection that asks whether the dump still runs
 
-    // Bytes of the next event are here, or arrive within `timeout`. True when that cannot be
-    // known (TLS through a library other than OpenSSL): the connector's own read timeout decides.
-    bool readable_within(std::chrono::milliseconds timeout) const noexcept {
+    // Whether bytes of the next event are here, or arrive within `timeout` (readable or hung up:
+    // either way next() returns, or throws, without waiting). Empty when that cannot be known.
+    std::optional<bool> next_bytes_within(std::chrono::milliseconds timeout) const noexcept {
+        if (!rpl || !mysql) return false;
+        // The connector reads ahead into its pvio cache (ma_pvio_cache_read): bytes left there are
+        // the next packet, or its start. Not compressed here, so NET itself keeps nothing back.
         const MARIADB_PVIO* pvio = mysql->net.pvio;
-        if (!pvio) return true;
+        if (!pvio) return false;
         if (pvio->cache && pvio->cache_pos < pvio->cache + pvio->cache_size) return true;
         if (pvio->ctls) {
+            // Over TLS, records already decrypted wait inside OpenSSL (ctls->ssl is its SSL*,
+            // when libmariadb was built with it); bytes on the socket are further records. With
+            // another TLS library the answer is unknown.
             const auto* tls = static_cast<const ConnectorTls*>(pvio->ctls);
-            if (!openssl_tls(mysql) || !tls->ssl) return true;
+            if (!openssl_tls(mysql) || !tls->ssl) return std::nullopt;
             if (SSL_pending(static_cast<const SSL*>(tls->ssl)) > 0) return true;
         }
         pollfd p{};
         p.fd = mysql_get_socket(mysql);
         p.events = POLLIN;
-        return ::poll(&p, 1, static_cast<int>(timeout.count())) != 0;  // ready, hung up, or an error next() reports
+        return ::poll(&p, 1, static_cast<int>(timeout.count())) > 0 && p.revents != 0;
     }
 
     // Whether the server answers, within read_timeout, that this stream's connection is still
@@ -168,7 +174,8 @@ struct BinlogStream::Impl {
     // Before a read during the seek: silence is waited through while the server says the dump
     // runs, up to seek_timeout.
     void wait_through_seek() {
-        while (!readable_within(options.read_timeout)) {
+        // Unknown (TLS through another library than OpenSSL): the connector's read timeout decides.
+        while (!next_bytes_within(options.read_timeout).value_or(true)) {
             if (std::chrono::steady_clock::now() >= seek_deadline) {
                 throw ConnectionError("binlog: the server sent nothing past the start position within seek_timeout (" +
                                       std::to_string(options.seek_timeout.count()) + " ms)");
@@ -266,26 +273,8 @@ BinlogEventBytes BinlogStream::next() {
 std::optional<std::chrono::microseconds> BinlogStream::seek_time() const noexcept { return impl_->seek_took; }
 
 bool BinlogStream::has_buffered_event() const noexcept {
-    MYSQL* m = impl_->mysql;
-    if (!impl_->rpl || !m) return false;
-    // The connector reads ahead into its pvio cache (ma_pvio_cache_read): bytes left there are
-    // the next packet, or its start. Not compressed here, so NET itself keeps nothing back.
-    const MARIADB_PVIO* pvio = m->net.pvio;
-    if (!pvio) return false;
-    if (pvio->cache && pvio->cache_pos < pvio->cache + pvio->cache_size) return true;
-    if (pvio->ctls) {
-        // Over TLS, records already decrypted wait inside OpenSSL (ctls->ssl is its SSL*, when
-        // libmariadb was built with it); bytes on the socket are further records. With another
-        // TLS library the answer is unknown: false, and the follower flushes per group.
-        const auto* tls = static_cast<const ConnectorTls*>(pvio->ctls);
-        if (!openssl_tls(m) || !tls->ssl) return false;
-        if (SSL_pending(static_cast<const SSL*>(tls->ssl)) > 0) return true;
-    }
-    pollfd p{};
-    p.fd = mysql_get_socket(m);
-    p.events = POLLIN;
-    // Readable or hung up: either way next() returns (or throws) without waiting.
-    return ::poll(&p, 1, 0) > 0 && p.revents != 0;
+    // Unknown: false, and the follower flushes per group.
+    return impl_->next_bytes_within(std::chrono::milliseconds(0)).value_or(false);
 }
 
 void BinlogStream::close() noexcept {
