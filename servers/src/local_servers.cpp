@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -272,7 +273,29 @@ void LocalServers::Impl::start_redis_process() {
     logger()->info("private redis-server pid {} on 127.0.0.1:{}", redis_pid, redis.port);
 }
 
+namespace {
+
+// The lines of an install log that say what went wrong: mariadb-install-db ends every failure
+// with the same generic advice, and the bootstrap server's own [ERROR] lines come before it.
+std::string error_lines_of(const std::string& path) {
+    std::ifstream in(path);
+    std::string line, out;
+    int kept = 0;
+    while (std::getline(in, line) && kept < 12) {
+        if (line.find("ERROR") == std::string::npos && line.find("rror:") == std::string::npos) continue;
+        out += "\n  | " + line;
+        ++kept;
+    }
+    return out;
+}
+
+}  // namespace
+
+// mariadb-install-db bootstraps a server. Once in a long CI run, on a machine starting several
+// at once, it exited 1 with no cause that could be reproduced: it is tried up to three times,
+// each on an empty data dir, and the error names the bootstrap's own error lines.
 void LocalServers::Impl::install_mysql_datadir(const std::string& name) {
+    constexpr int kAttempts = 3;
     std::string install = require_executable(options.mariadb_install_db);
     std::vector<std::string> argv = {
         install, "--no-defaults", "--datadir=" + (dir / name).string(),
@@ -281,13 +304,19 @@ void LocalServers::Impl::install_mysql_datadir(const std::string& name) {
     if (::geteuid() == 0) argv.push_back("--user=root");
     const std::string stem = name == "mysql" ? "mariadb-install" : name + "-install";
     const auto log = (dir / (stem + ".log")).string();
-    pid_t pid = spawn(argv, log, (dir / (stem + ".pid")).string());
-    int code = wait_exit(pid, options.start_timeout);
-    fs::remove(dir / (stem + ".pid"));
-    if (code != 0) {
-        throw ConnectionError("mariadb-install-db failed (" + (code < 0 ? std::string("timed out") : "exit " + std::to_string(code)) +
-                              "):" + tail_of(log));
+    std::string why;
+    for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+        fs::remove_all(dir / name);
+        pid_t pid = spawn(argv, log, (dir / (stem + ".pid")).string());
+        int code = wait_exit(pid, options.start_timeout);
+        fs::remove(dir / (stem + ".pid"));
+        if (code == 0) return;
+        why = (code < 0 ? std::string("timed out") : "exit " + std::to_string(code)) + error_lines_of(log);
+        if (code < 0 || attempt == kAttempts) break;  // a timed-out try would wait as long again
+        logger()->warn("mariadb-install-db attempt {} of {} failed ({}); trying again on an empty data dir", attempt,
+                       kAttempts, why);
     }
+    throw ConnectionError("mariadb-install-db failed (" + why + "):" + tail_of(log));
 }
 
 void LocalServers::Impl::start_mysql_process() {

@@ -22,6 +22,8 @@
 namespace lockstep::servers_detail {
 
 std::string find_executable(const std::string& name) {
+    // A name with a slash is a path, as for execvp.
+    if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : std::string();
     std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
     path += ":/usr/sbin:/usr/local/sbin:/usr/bin:/usr/local/bin";
     std::stringstream dirs(path);

@@ -10,7 +10,7 @@
 namespace lockstep::servers_detail {
 
 // Finds `name` on PATH, then in /usr/sbin and /usr/local/sbin (Debian puts mariadbd there and
-// ordinary users often lack it on PATH). Empty if not found.
+// ordinary users often lack it on PATH); a name with a slash is a path. Empty if not found.
 std::string find_executable(const std::string& name);
 
 // fork + exec `argv` in its own process group, stdout/stderr appended to `log_path`, stdin from

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -152,6 +153,63 @@ TEST(LocalServers, AccessorsOfADisabledServerAreConfigErrors) {
     EXPECT_THROW(nothing.redis_options(), lockstep::ConfigError);
     EXPECT_THROW(nothing.kill_redis(), lockstep::ConfigError);
     EXPECT_THROW(nothing.restart_redis(), lockstep::ConfigError);
+}
+
+// mariadb-install-db that fails: a script in its place prints an error line and exits 1 for the
+// first `failures` calls (counted in a file beside it), then runs the real one.
+std::string failing_install_db(const std::filesystem::path& dir, int failures) {
+    const auto script = dir / "install-db";
+    {
+        std::FILE* f = std::fopen(script.c_str(), "w");
+        std::fprintf(f,
+                     "#!/bin/sh\n"
+                     "echo x >> '%s/calls'\n"
+                     "if [ $(wc -l < '%s/calls') -le %d ]; then echo '[ERROR] forced bootstrap failure'; exit 1; fi\n"
+                     "exec mariadb-install-db \"$@\"\n",
+                     dir.c_str(), dir.c_str(), failures);
+        std::fclose(f);
+    }
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    return script.string();
+}
+
+int calls_of(const std::filesystem::path& dir) {
+    std::FILE* f = std::fopen((dir / "calls").c_str(), "r");
+    if (!f) return 0;
+    int lines = 0;
+    for (int c = std::fgetc(f); c != EOF; c = std::fgetc(f)) lines += c == '\n';
+    std::fclose(f);
+    return lines;
+}
+
+TEST(LocalServers, AnInstallThatFailsOnceIsTriedAgainOnAnEmptyDataDir) {
+    const auto dir = std::filesystem::path(::testing::TempDir()) / ("install-once-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    lockstep::LocalServersOptions o = private_only();
+    o.redis = false;
+    o.mariadb_install_db = failing_install_db(dir, 1);
+    {
+        lockstep::LocalServers servers(o);
+        EXPECT_EQ(mysql_select_one(servers.mysql_options()), 1);
+    }
+    EXPECT_EQ(calls_of(dir), 2);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(LocalServers, AnInstallThatKeepsFailingNamesTheBootstrapsErrorLine) {
+    const auto dir = std::filesystem::path(::testing::TempDir()) / ("install-never-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    lockstep::LocalServersOptions o = private_only();
+    o.redis = false;
+    o.mariadb_install_db = failing_install_db(dir, 100);
+    try {
+        lockstep::LocalServers servers(o);
+        ADD_FAILURE() << "a failing install started a server";
+    } catch (const lockstep::ConnectionError& e) {
+        EXPECT_NE(std::string(e.what()).find("[ERROR] forced bootstrap failure"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(calls_of(dir), 3);
+    std::filesystem::remove_all(dir);
 }
 
 // mysql_tls: the private MariaDB speaks verified TLS only, its URL and options say so, and it
