@@ -182,12 +182,18 @@ int calls_of(const std::filesystem::path& dir) {
     return lines;
 }
 
-TEST(LocalServers, AnInstallThatFailsOnceIsTriedAgainOnAnEmptyDataDir) {
-    const auto dir = std::filesystem::path(::testing::TempDir()) / ("install-once-" + std::to_string(::getpid()));
+// A private MariaDB alone, whose mariadb-install-db is failing_install_db(dir, failures).
+lockstep::LocalServersOptions mariadb_with_failing_install(const std::filesystem::path& dir, int failures) {
     std::filesystem::create_directories(dir);
     lockstep::LocalServersOptions o = private_only();
     o.redis = false;
-    o.mariadb_install_db = failing_install_db(dir, 1);
+    o.mariadb_install_db = failing_install_db(dir, failures);
+    return o;
+}
+
+TEST(LocalServers, AnInstallThatFailsOnceIsTriedAgainOnAnEmptyDataDir) {
+    const auto dir = std::filesystem::path(::testing::TempDir()) / ("install-once-" + std::to_string(::getpid()));
+    const lockstep::LocalServersOptions o = mariadb_with_failing_install(dir, 1);
     {
         lockstep::LocalServers servers(o);
         EXPECT_EQ(mysql_select_one(servers.mysql_options()), 1);
@@ -198,10 +204,7 @@ TEST(LocalServers, AnInstallThatFailsOnceIsTriedAgainOnAnEmptyDataDir) {
 
 TEST(LocalServers, AnInstallThatKeepsFailingNamesTheBootstrapsErrorLine) {
     const auto dir = std::filesystem::path(::testing::TempDir()) / ("install-never-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    lockstep::LocalServersOptions o = private_only();
-    o.redis = false;
-    o.mariadb_install_db = failing_install_db(dir, 100);
+    const lockstep::LocalServersOptions o = mariadb_with_failing_install(dir, 100);
     try {
         lockstep::LocalServers servers(o);
         ADD_FAILURE() << "a failing install started a server";
